@@ -1,0 +1,119 @@
+// flashcore public C++ API: exact attention O = softmax(Q·Kᵀ·scale)·V.
+//
+// One entry point, attention_forward(), serves host tensors (CPU reference
+// backend) and CUDA tensors (sm_90a kernels). Tensors are described by
+// TensorView: a pointer, a dtype, a logical rank-4 shape and strides in
+// elements. The logical shape is always (batch, heads, seqlen, head_dim);
+// the memory layout is whatever the strides say, so BHSD, BSHD and strided
+// views of bigger tensors are all the same call.
+//
+// Masking (causal and sliding window) is aligned to the bottom-right corner
+// when seqlen_q != seqlen_k, as FlashAttention >= 2.1 and cuDNN do: query row
+// i sits at key position  i + (seqlen_k - seqlen_q), and it may attend key j iff
+//     j >= i + (seqlen_k - seqlen_q) - window_left    (when window_left  >= 0)
+//     j <= i + (seqlen_k - seqlen_q) + window_right   (when window_right >= 0)
+// causal == true is window_right = 0. A row with no allowed key (possible when
+// seqlen_q > seqlen_k under a causal mask) outputs zeros and LSE = -inf.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+// Same declaration as CUDA's driver_types.h, so this header needs no CUDA.
+struct CUstream_st;
+typedef struct CUstream_st* cudaStream_t;
+
+namespace flashcore {
+
+enum class DType : int32_t { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2 };
+enum class Device : int32_t { kCPU = 0, kCUDA = 1 };
+
+const char* dtype_name(DType dtype);
+int64_t dtype_size(DType dtype);
+
+// A non-owning view of a rank-4 tensor. shape = (batch, heads, seq, dim) for
+// q/k/v/out, (batch, heads, seq_q, 1) for lse. Strides are in elements.
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::kFloat16;
+  int64_t shape[4] = {0, 0, 0, 0};
+  int64_t stride[4] = {0, 0, 0, 0};
+  Device device = Device::kCPU;
+  int device_index = 0;
+
+  int64_t numel() const { return shape[0] * shape[1] * shape[2] * shape[3]; }
+};
+
+// Contiguous views in the two common layouts; shape is always (B, H, S, D).
+TensorView make_bhsd(void* data, DType dtype, int64_t b, int64_t h, int64_t s, int64_t d,
+                     Device device = Device::kCPU, int device_index = 0);
+TensorView make_bshd(void* data, DType dtype, int64_t b, int64_t h, int64_t s, int64_t d,
+                     Device device = Device::kCPU, int device_index = 0);
+
+// Overrides of the tuned kernel choice, for experiments and the autotuner.
+// 0 means "let dispatch choose from the committed tuning table".
+struct KernelConfig {
+  int block_m = 0;
+  int block_n = 0;
+  int num_splits = 0;
+};
+
+struct AttentionArgs {
+  TensorView q;    // (B, Hq, Sq, D)
+  TensorView k;    // (B, Hkv, Sk, D), Hq % Hkv == 0 (GQA / MQA)
+  TensorView v;    // (B, Hkv, Sk, D)
+  TensorView out;  // (B, Hq, Sq, D), same dtype as q
+  TensorView lse;  // optional: data == nullptr to skip; (B, Hq, Sq, 1) float32, natural log
+
+  float softmax_scale = 0.0f;  // 0 means 1/sqrt(D); must be finite
+  bool causal = false;         // bottom-right aligned, see the top of this file
+  int64_t window_left = -1;    // -1: unbounded
+  int64_t window_right = -1;   // -1: unbounded (0 when causal)
+
+  // Reserved for the variable-length and KV-cache entry points; must be null
+  // here until those land.
+  const int32_t* cu_seqlens_q = nullptr;
+  const int32_t* cu_seqlens_k = nullptr;
+  const int32_t* cache_seqlens = nullptr;
+  const int32_t* block_table = nullptr;
+
+  KernelConfig config;
+};
+
+enum class StatusCode : int32_t {
+  kOk = 0,
+  kInvalidArgument = 1,
+  kNotSupported = 2,
+  kCudaError = 3,
+  kInternal = 4,
+};
+
+class Status {
+ public:
+  Status() = default;
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  static Status Ok() { return Status(); }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+// Runs attention. Host tensors run on the CPU reference backend (synchronous,
+// stream ignored); CUDA tensors run on the sm_90a kernels, enqueued on
+// `stream` (no host synchronization, no allocation: safe in graph capture).
+// Every invalid argument returns a Status naming the argument; nothing is
+// written in that case. Zero-sized problems are a valid no-op.
+Status attention_forward(const AttentionArgs& args, cudaStream_t stream = nullptr);
+
+// Library version, "MAJOR.MINOR.PATCH".
+const char* version();
+
+// True when this build contains the CUDA backend.
+bool built_with_cuda();
+
+}  // namespace flashcore
