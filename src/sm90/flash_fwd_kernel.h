@@ -1,0 +1,87 @@
+// The sm90 forward kernel: a persistent, warp-specialized CTA of one producer
+// warpgroup (TMA loads) and kBlockM/64 consumer warpgroups (WGMMA + softmax).
+// The pieces live in their own headers: kernel_traits.h (shapes, layouts),
+// tile_scheduler.h, mainloop_load.h (producer), mainloop_mma.h (consumers),
+// softmax.h, mask.h, epilogue.h.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/pipeline/pipeline.hpp>
+
+#include "sm90/epilogue.h"
+#include "sm90/kernel_params.h"
+#include "sm90/mainloop_load.h"
+#include "sm90/mainloop_mma.h"
+#include "sm90/tile_scheduler.h"
+
+namespace flashcore::sm90 {
+
+using namespace cute;
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kNumThreads, 1)
+    flash_fwd_kernel(CUTE_GRID_CONSTANT KernelParams<Traits> const params) {
+  using Storage = typename Traits::SharedStorage;
+  using PipelineKV = typename Traits::PipelineKV;
+  using Mma = MainloopMma<Traits>;
+
+  extern __shared__ char smem_raw[];
+  Storage& storage = *reinterpret_cast<Storage*>(smem_raw);
+
+  int const warp_group = cutlass::canonical_warp_group_idx();
+  bool const is_producer_thread = threadIdx.x == 0;
+
+  if (is_producer_thread) {
+    cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_o.get_tma_descriptor());
+    storage.barrier_q.init(1);
+    storage.barrier_o.init(1);
+  }
+
+  typename PipelineKV::Params pipe_params;
+  pipe_params.transaction_bytes = Traits::kBytesKV;
+  pipe_params.role = warp_group == 0 ? PipelineKV::ThreadCategory::Producer
+                                     : PipelineKV::ThreadCategory::Consumer;
+  pipe_params.is_leader = is_producer_thread;
+  pipe_params.num_consumers = Traits::kNumMmaThreads;
+  PipelineKV pipeline_k(storage.pipeline_k, pipe_params, Shape<_1, _1, _1>{});
+  PipelineKV pipeline_v(storage.pipeline_v, pipe_params, Shape<_1, _1, _1>{});
+  cutlass::arch::fence_barrier_init();
+  __syncthreads();
+
+  if (warp_group == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
+    if (is_producer_thread) MainloopLoad<Traits>::run(params, storage, pipeline_k, pipeline_v);
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+    int const mma_thread = threadIdx.x - cutlass::NumThreadsPerWarpGroup;
+    typename Traits::TiledMmaPV tiled_mma_pv;
+    Tensor tOrO = partition_fragment_C(tiled_mma_pv, select<0, 1>(typename Traits::TileShapePV{}));
+    typename Traits::PipelineState read_state;
+    BlockMask<Traits::kBlockM, Traits::kBlockN> mask{params.seqlen_q, params.seqlen_k,
+                                                     params.window_left, params.window_right};
+    StaticTileScheduler<KernelParams<Traits>> scheduler{params};
+
+    int iter = 0;
+    for (int tile = scheduler.first(); scheduler.valid(tile); tile = scheduler.next(tile), ++iter) {
+      TileCoord t = scheduler.decode(tile);
+      int n_min, n_max;
+      mask.n_block_range(t.m_block, n_min, n_max);
+      typename Mma::Softmax softmax(params.scale_log2);
+      clear(tOrO);
+      storage.barrier_q.wait(iter & 1);
+      if (n_min < n_max) {
+        Mma::run(params, storage, pipeline_k, pipeline_v, read_state, mma_thread, t.m_block, n_min,
+                 n_max, tOrO, softmax);
+      }
+      float inv_sum[Mma::kRows], lse[Mma::kRows];
+      softmax.finalize(inv_sum, lse);
+      Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, mma_thread, t);
+    }
+  }
+}
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,26 @@
+// The compiled sm90 kernels, as a table dispatch can search. The table itself
+// is generated from the one list in tools/gen_sm90_kernels.py.
+#pragma once
+
+#include "common/problem.h"
+#include "flashcore/attention.h"
+
+namespace flashcore::sm90 {
+
+using LaunchFn = Status (*)(const AttentionArgs&, const Problem&, cudaStream_t);
+
+struct KernelEntry {
+  DType dtype;
+  int head_dim, block_m, block_n, stages;
+  LaunchFn launch;
+  const char* name;
+};
+
+// The kernel compiled for exactly this configuration, or nullptr.
+const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n);
+
+// "m128_n128, m128_n64" for error messages: the tile shapes compiled for
+// (dtype, head_dim).
+std::string available_tiles(DType dtype, int head_dim);
+
+}  // namespace flashcore::sm90

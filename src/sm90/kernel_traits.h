@@ -1,0 +1,113 @@
+// Compile-time shape of one sm90 forward kernel instantiation: tile sizes,
+// shared-memory layouts, the two tiled WGMMAs and the TMA copy types.
+//
+// Roles (one CTA = 1 producer warpgroup + kBlockM/64 consumer warpgroups):
+//   producer warp:       TMA loads of Q (once per tile) and a kStages-deep ring
+//                        of K and V tiles, completing on mbarriers;
+//   consumer warpgroups: each owns 64 query rows of the tile; S = Q·Kᵀ from
+//                        shared memory (SS WGMMA), online softmax in fp32 on
+//                        the accumulator registers, O += P·V with P kept in
+//                        registers as the A operand (RS WGMMA).
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/cutlass.h>
+#include <cutlass/gemm/collective/builders/sm90_common.inl>
+#include <cutlass/pipeline/pipeline.hpp>
+
+namespace flashcore::sm90 {
+
+using namespace cute;
+
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_>
+struct KernelTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+
+  static constexpr int kNumMmaWarpGroups = kBlockM / 64;
+  static constexpr int kNumMmaThreads = kNumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
+  static constexpr int kNumThreads = kNumMmaThreads + cutlass::NumThreadsPerWarpGroup;
+  static_assert(kBlockM % 64 == 0 && kNumMmaWarpGroups >= 1 && kNumMmaWarpGroups <= 3);
+  static_assert(kBlockN % 16 == 0 && kHeadDim % 16 == 0);
+
+  // Register split between the producer and the consumers (setmaxnreg). The
+  // sum over the CTA must stay within the 64K registers of an SM.
+  static constexpr int kProducerRegs = kNumMmaWarpGroups == 1 ? 56 : (kNumMmaWarpGroups == 2 ? 24 : 32);
+  static constexpr int kConsumerRegs = kNumMmaWarpGroups == 1 ? 256 : (kNumMmaWarpGroups == 2 ? 240 : 160);
+
+  using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
+  using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;
+  using AtomLayoutMma = Layout<Shape<Int<kNumMmaWarpGroups>, _1, _1>>;
+
+  // S = Q·Kᵀ: both operands K-major in shared memory.
+  using TiledMmaQK = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
+      AtomLayoutMma{}));
+  // O += P·V: P from registers (K-major), V read as Vᵀ (head_dim-contiguous = MN-major).
+  using TiledMmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      AtomLayoutMma{}));
+
+  using SmemAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
+                             GMMA::Major::K, Element, Int<kBlockM>, Int<kHeadDim>>());
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtomQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  // O is staged through Q's buffer: each consumer warpgroup writes its own 64
+  // rows, which only it ever read from Q, once its last Q·Kᵀ has completed.
+  using SmemLayoutO = SmemLayoutQ;
+
+  using SmemAtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
+                             GMMA::Major::K, Element, Int<kBlockN>, Int<kHeadDim>>());
+  using SmemLayoutK = decltype(tile_to_shape(
+      SmemAtomK{}, Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
+
+  using SmemAtomVt = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
+                              GMMA::Major::MN, Element, Int<kHeadDim>, Int<kBlockN>>());
+  using SmemLayoutVt = decltype(tile_to_shape(
+      SmemAtomVt{}, Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_1, _2, _3>{}));
+
+  // Global tensors seen by TMA: (seq, dim, head, batch) for Q/K/O and
+  // (dim, seq, head, batch) for V, strides in elements, dim contiguous.
+  using ShapeT = Shape<int32_t, int32_t, int32_t, int32_t>;
+  using StrideQKO = Stride<int64_t, _1, int64_t, int64_t>;
+  using StrideVt = Stride<_1, int64_t, int64_t, int64_t>;
+
+  using TMA_Q = decltype(make_tma_copy(
+      SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideQKO{}),
+      SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}));
+  using TMA_K = decltype(make_tma_copy(
+      SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideQKO{}),
+      take<0, 2>(SmemLayoutK{}), select<1, 2>(TileShapeQK{}), _1{}));
+  using TMA_V = decltype(make_tma_copy(
+      SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVt{}),
+      take<0, 2>(SmemLayoutVt{}), select<1, 2>(TileShapePV{}), _1{}));
+  using TMA_O = decltype(make_tma_copy(
+      SM90_TMA_STORE{}, make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeT{}, StrideQKO{}),
+      SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{}));
+
+  static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
+
+  using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
+  using PipelineState = typename PipelineKV::PipelineState;
+
+  struct SharedStorage {
+    // 1024-byte alignment: the 128-byte swizzle pattern repeats every 1 KiB and
+    // both TMA and the WGMMA descriptors assume tiles start on that boundary.
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> smem_q;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> smem_k;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutVt>> smem_v;
+    typename PipelineKV::SharedStorage pipeline_k;
+    typename PipelineKV::SharedStorage pipeline_v;
+    cutlass::arch::ClusterTransactionBarrier barrier_q;  // Q tile landed
+    cutlass::arch::ClusterBarrier barrier_o;             // Q/O buffer free again
+  };
+  static constexpr int kSmemBytes = sizeof(SharedStorage);
+  static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
+};
+
+}  // namespace flashcore::sm90

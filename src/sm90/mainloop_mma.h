@@ -1,0 +1,110 @@
+// Consumer side of the mainloop, run by each consumer warpgroup on its 64
+// query rows of the tile. Key blocks are visited from the last to the first,
+// so the blocks that need element masking (the diagonal, the seqlen_k tail)
+// come first and the loop body after them is mask-free.
+//
+// Intra-warpgroup overlap: while the tensor cores compute S_j = Q·K_jᵀ and
+// O += P_{j-1}·V_{j-1} (both issued asynchronously), the warpgroup waits only
+// for S_j, runs the softmax of block j, then waits for the P·V product and
+// rescales O. The softmax of one block thus hides under the P·V of the
+// previous one.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "sm90/kernel_params.h"
+#include "sm90/mask.h"
+#include "sm90/softmax.h"
+#include "sm90/wgmma_utils.h"
+
+namespace flashcore::sm90 {
+
+using namespace cute;
+
+template <class Traits>
+struct MainloopMma {
+  using Element = typename Traits::Element;
+  using Params = KernelParams<Traits>;
+  using Storage = typename Traits::SharedStorage;
+  using PipelineKV = typename Traits::PipelineKV;
+  using PipelineState = typename Traits::PipelineState;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+
+  // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
+  static constexpr int kRows = 2;
+  using Softmax = OnlineSoftmax<kRows>;
+
+  // Runs the whole key loop for one tile; leaves O (unnormalized) in tOrO and
+  // the row statistics in softmax. n_min < n_max is required.
+  template <class FragO>
+  CUTE_DEVICE static void run(Params const& params, Storage& storage, PipelineKV& pipeline_k,
+                              PipelineKV& pipeline_v, PipelineState& read_state, int mma_thread,
+                              int m_block, int n_min, int n_max, FragO& tOrO, Softmax& softmax) {
+    typename Traits::TiledMmaQK tiled_mma_qk;
+    typename Traits::TiledMmaPV tiled_mma_pv;
+    auto thr_qk = tiled_mma_qk.get_thread_slice(mma_thread);
+    auto thr_pv = tiled_mma_pv.get_thread_slice(mma_thread);
+
+    Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
+    Tensor sVt = make_tensor(make_smem_ptr(storage.smem_v.data()), typename Traits::SmemLayoutVt{});
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);
+    Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stages)
+    Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stages)
+
+    Tensor tSrS = partition_fragment_C(tiled_mma_qk, select<0, 1>(typename Traits::TileShapeQK{}));
+    Tensor s_rc = make_tensor(tSrS.data(), acc_layout_rowcol(tSrS.layout()));
+    Tensor o_rc = make_tensor(tOrO.data(), acc_layout_rowcol(tOrO.layout()));
+    Tensor cS = make_identity_tensor(select<0, 1>(typename Traits::TileShapeQK{}));
+    Tensor tScS = thr_qk.partition_C(cS);
+    Tensor coord_rc = make_tensor(tScS.data(), acc_layout_rowcol(tScS.layout()));
+
+    BlockMask<kBlockM, kBlockN> mask{params.seqlen_q, params.seqlen_k, params.window_left,
+                                     params.window_right};
+    float rescale[kRows];
+
+    // P lives in rP (the accumulator's register order); tOrP views the same
+    // registers as the A operand of O += P·V.
+    Tensor rP = make_tensor<Element>(tSrS.layout());
+    Tensor tOrP = make_tensor(rP.data(), acc_layout_as_a_operand(tSrS.layout()));
+
+    // First (last-in-sequence) key block: S, mask, softmax.
+    int n = n_max - 1;
+    pipeline_k.consumer_wait(read_state);
+    wgmma_tile</*zero_init=*/true, /*wait=*/0>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
+    pipeline_k.consumer_release(read_state);
+    if (mask.needs_mask(m_block, n)) mask.apply(s_rc, coord_rc, m_block, n);
+    softmax.step(s_rc, rescale);
+    convert_into(tSrS, rP);
+
+    for (--n; n >= n_min; --n) {
+      PipelineState next_state = read_state;
+      ++next_state;
+      pipeline_k.consumer_wait(next_state);
+      wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
+      pipeline_v.consumer_wait(read_state);
+      wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+      warpgroup_wait<1>();  // S_j is ready; P·V of the previous block still running
+      pipeline_k.consumer_release(next_state);
+      if (mask.needs_mask(m_block, n)) mask.apply(s_rc, coord_rc, m_block, n);
+      softmax.step(s_rc, rescale);
+      warpgroup_wait<0>();  // P·V done: O can be rescaled, P and V_j-1 reused
+      pipeline_v.consumer_release(read_state);
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= rescale[r];
+      }
+      convert_into(tSrS, rP);
+      read_state = next_state;
+    }
+
+    pipeline_v.consumer_wait(read_state);
+    wgmma_tile<false, 0>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+    pipeline_v.consumer_release(read_state);
+    ++read_state;
+  }
+};
+
+}  // namespace flashcore::sm90
