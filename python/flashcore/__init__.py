@@ -1,0 +1,306 @@
+"""flashcore: exact attention ``softmax(Q @ K^T * scale) @ V``.
+
+One function, :func:`attention`, runs on host arrays (the CPU reference
+backend) and on CUDA arrays (the Hopper sm_90a kernels, when the native
+library was built with CUDA). Arrays are taken through DLPack without
+copies; outputs are allocated with the caller's array library.
+
+Supported array libraries for allocation: NumPy (float32, float16 and
+``ml_dtypes.bfloat16``), PyTorch and CuPy. PyTorch and CuPy are imported
+only if the caller already uses them.
+
+Masking is aligned to the bottom-right corner when ``seqlen_q != seqlen_k``:
+query row ``i`` sits at key position ``i + (seqlen_k - seqlen_q)`` and may
+attend key ``j`` iff ``j >= i + (seqlen_k - seqlen_q) - window_left`` (when
+``window_left >= 0``) and ``j <= i + (seqlen_k - seqlen_q) + window_right``
+(when ``window_right >= 0``); ``causal=True`` is ``window_right = 0``. A row
+with no allowed key outputs zeros and LSE ``-inf``.
+
+Errors: invalid arguments raise ``ValueError``; unsupported dtypes, devices,
+array types or configurations raise ``TypeError``; CUDA and internal errors
+raise ``RuntimeError``. Messages name the offending argument.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import sys
+
+import numpy as np
+
+try:
+    from . import _C
+except ImportError as _e:  # pragma: no cover - depends on how it was built
+    raise ImportError(
+        "flashcore's native extension (flashcore._C) could not be imported: "
+        f"{_e}. Build it with `pip install .` or with CMake "
+        "(-DFLASHCORE_BUILD_PYTHON=ON) and put <build>/python on PYTHONPATH."
+    ) from _e
+
+__all__ = ["attention", "version", "built_with_cuda", "__version__"]
+
+__version__ = _C.version()
+
+
+def version() -> str:
+    """The native library's version, ``"MAJOR.MINOR.PATCH"``."""
+    return _C.version()
+
+
+def built_with_cuda() -> bool:
+    """True when the native library contains the CUDA (sm_90a) backend."""
+    return bool(_C.built_with_cuda())
+
+
+_LAYOUTS = ("bhsd", "bshd")
+_NUMPY_DTYPES = ("float32", "float16", "bfloat16")
+
+
+# ----------------------------------------------------------------- helpers
+def _array_library(x) -> str | None:
+    """Which array library `x` belongs to: 'numpy', 'torch', 'cupy',
+    'dlpack' (some other DLPack producer) or None (not an array)."""
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    # A torch tensor or CuPy array can only exist if its module is loaded,
+    # so look in sys.modules instead of importing the (optional) libraries.
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return "torch"
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(x, cupy.ndarray):
+        return "cupy"
+    if hasattr(x, "__dlpack__"):
+        return "dlpack"
+    return None
+
+
+def _type_name(x) -> str:
+    t = type(x)
+    return f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
+
+
+def _check_array(name: str, x, lib: str | None = None) -> str:
+    found = _array_library(x)
+    if found is None:
+        raise TypeError(
+            f"{name}: expected an array (NumPy, PyTorch or CuPy), got {_type_name(x)}"
+        )
+    if found == "dlpack":
+        raise TypeError(
+            f"{name}: arrays of type {_type_name(x)} are not supported yet; "
+            "flashcore.attention allocates outputs with NumPy, PyTorch or CuPy"
+        )
+    if lib is not None and found != lib:
+        raise TypeError(
+            f"{name}: is a {found} array but q is a {lib} array; "
+            "q, k, v and out must come from the same array library"
+        )
+    if x.ndim != 4:
+        raise ValueError(
+            f"{name}: expected a 4-d array (batch, heads, seqlen, head_dim) or "
+            f"(batch, seqlen, heads, head_dim), got shape {tuple(x.shape)}"
+        )
+    if found == "numpy" and x.dtype.name not in _NUMPY_DTYPES:
+        raise TypeError(
+            f"{name}: unsupported dtype {x.dtype.name}; flashcore supports "
+            "float32, float16 and bfloat16 (ml_dtypes.bfloat16 for NumPy)"
+        )
+    return found
+
+
+def _window_edge(name: str, value) -> int:
+    if value is None:
+        return -1
+    if isinstance(value, bool):
+        raise TypeError(f"window: {name} edge must be an int or None, got bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"window: {name} edge must be an int or None, got {_type_name(value)}"
+        ) from None
+    if value < -1:
+        raise ValueError(f"window: {name} edge must be >= 0, or -1/None for unbounded; got {value}")
+    return value
+
+
+def _parse_window(window) -> tuple[int, int]:
+    if window is None:
+        return -1, -1
+    if isinstance(window, (str, bytes)) or not hasattr(window, "__len__"):
+        raise TypeError(
+            f"window: expected a (left, right) tuple or None, got {_type_name(window)}"
+        )
+    if len(window) != 2:
+        raise ValueError(f"window: expected a (left, right) pair, got {len(window)} values")
+    return _window_edge("left", window[0]), _window_edge("right", window[1])
+
+
+def _block(name: str, value) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise TypeError(f"{name}: expected an int or None, got bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected an int or None, got {_type_name(value)}") from None
+    if value < 0:
+        raise ValueError(f"{name}: must be positive (or None for the tuned default), got {value}")
+    return value
+
+
+def _numpy_native(x):
+    """NumPy cannot export ml_dtypes.bfloat16 through DLPack; hand the native
+    side a uint16 view of the same memory (no copy) and say it is bfloat16."""
+    if x.dtype.name == "bfloat16":
+        return x.view(np.uint16), True
+    return x, False
+
+
+def _allocate(lib: str, like, shape, dtype_like: bool):
+    """Empty array of `shape` in `like`'s library and device: with `like`'s
+    dtype when dtype_like, else float32."""
+    if lib == "numpy":
+        return np.empty(shape, dtype=like.dtype if dtype_like else np.float32)
+    if lib == "torch":
+        torch = sys.modules["torch"]
+        return torch.empty(
+            shape, dtype=like.dtype if dtype_like else torch.float32, device=like.device
+        )
+    if lib == "cupy":
+        cupy = sys.modules["cupy"]
+        with like.device:
+            return cupy.empty(shape, dtype=like.dtype if dtype_like else cupy.float32)
+    raise TypeError(f"cannot allocate arrays for library {lib!r}")  # unreachable
+
+
+def _current_stream(lib: str, q) -> int:
+    if lib == "torch" and q.is_cuda:
+        torch = sys.modules["torch"]
+        return int(torch.cuda.current_stream(q.device).cuda_stream)
+    if lib == "cupy":
+        cupy = sys.modules["cupy"]
+        with q.device:
+            return int(cupy.cuda.get_current_stream().ptr)
+    return 0
+
+
+# ----------------------------------------------------------------- public API
+def attention(
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    window=None,
+    layout: str = "bhsd",
+    return_lse: bool = False,
+    out=None,
+    block_m: int | None = None,
+    block_n: int | None = None,
+    num_splits: int | None = None,
+    stream: int | None = None,
+):
+    """Exact attention ``softmax(q @ k^T * scale) @ v``.
+
+    Args:
+      q: (B, Hq, Sq, D) array (layout "bhsd") or (B, Sq, Hq, D) ("bshd").
+      k, v: (B, Hkv, Sk, D) arrays (or (B, Sk, Hkv, D)); Hq % Hkv == 0 (GQA/MQA).
+        q, k, v share one dtype: float32, float16 or bfloat16, and one device.
+      causal: bottom-right aligned causal mask (see the module docstring).
+      scale: softmax scale; None (or 0) means 1/sqrt(D).
+      window: (left, right) sliding window; -1 or None for an unbounded edge.
+      layout: "bhsd" or "bshd": how the 4 axes of q, k, v and out are read.
+        Strided views are fine in either layout; nothing is copied.
+      return_lse: also return the log-sum-exp (natural log) of each row's
+        scaled scores, float32, shaped (B, Hq, Sq).
+      out: optional output array (same shape, dtype, device and library as the
+        result would have); written in place and returned.
+      block_m, block_n, num_splits: kernel configuration overrides for the
+        CUDA backend; None lets dispatch choose.
+      stream: cudaStream_t as an int; default: PyTorch's / CuPy's current
+        stream for CUDA tensors, else 0. Ignored for host arrays.
+
+    Returns:
+      out, or (out, lse) when return_lse.
+
+    Raises:
+      TypeError: not an array, unsupported array library, dtype or device.
+      ValueError: bad shapes, layout, window, scale or configuration.
+      RuntimeError: CUDA or internal error.
+    """
+    if not isinstance(layout, str):
+        raise TypeError(f"layout: expected 'bhsd' or 'bshd', got {_type_name(layout)}")
+    layout_key = layout.lower()
+    if layout_key not in _LAYOUTS:
+        raise ValueError(f"layout: expected 'bhsd' or 'bshd', got {layout!r}")
+    bshd = layout_key == "bshd"
+
+    lib = _check_array("q", q)
+    _check_array("k", k, lib)
+    _check_array("v", v, lib)
+    if out is not None:
+        _check_array("out", out, lib)
+
+    if scale is None:
+        scale_value = 0.0
+    else:
+        try:
+            scale_value = float(scale)
+        except (TypeError, ValueError):
+            raise TypeError(f"scale: expected a float or None, got {_type_name(scale)}") from None
+        if not math.isfinite(scale_value):
+            raise ValueError(f"scale: must be finite, got {scale_value}")
+    window_left, window_right = _parse_window(window)
+    cfg = (_block("block_m", block_m), _block("block_n", block_n), _block("num_splits", num_splits))
+
+    # (B, Hq, Sq) in the caller's axis order
+    if bshd:
+        batch, seqlen_q, heads_q = q.shape[0], q.shape[1], q.shape[2]
+    else:
+        batch, heads_q, seqlen_q = q.shape[0], q.shape[1], q.shape[2]
+    if out is None:
+        out = _allocate(lib, q, tuple(q.shape[:3]) + (v.shape[3],), dtype_like=True)
+    lse = _allocate(lib, q, (batch, heads_q, seqlen_q), dtype_like=False) if return_lse else None
+
+    if stream is None:
+        stream_value = _current_stream(lib, q)
+    else:
+        try:
+            stream_value = operator.index(stream)
+        except TypeError:
+            raise TypeError(f"stream: expected an int, got {_type_name(stream)}") from None
+
+    as_bf16 = False
+    if lib == "numpy":
+        nq, b0 = _numpy_native(q)
+        nk, b1 = _numpy_native(k)
+        nv, b2 = _numpy_native(v)
+        nout, b3 = _numpy_native(out)
+        as_bf16 = b0 or b1 or b2 or b3
+    elif lib == "torch":
+        # DLPack refuses tensors that require grad; this is a forward-only op.
+        nq, nk, nv, nout = q.detach(), k.detach(), v.detach(), out.detach()
+    else:
+        nq, nk, nv, nout = q, k, v, out
+
+    _C.attention_forward(
+        nq, nk, nv, nout, lse,
+        softmax_scale=scale_value,
+        causal=bool(causal),
+        window_left=window_left,
+        window_right=window_right,
+        bshd=bshd,
+        uint16_is_bf16=as_bf16,
+        block_m=cfg[0],
+        block_n=cfg[1],
+        num_splits=cfg[2],
+        stream=stream_value,
+    )
+    if return_lse:
+        return out, lse
+    return out

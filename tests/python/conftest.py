@@ -1,0 +1,28 @@
+"""pytest setup for the flashcore Python tests.
+
+The tests import the package from wherever PYTHONPATH points (scripts/test
+uses <repo>/build/python, the package that the CMake build assembles) or
+from an installed wheel. As a convenience for developers, if flashcore is
+not importable it falls back to <repo>/build/python.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import numpy as np
+import pytest
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+if importlib.util.find_spec("flashcore") is None:
+    _build_pkg = os.path.join(_REPO, "build", "python")
+    if os.path.isdir(os.path.join(_build_pkg, "flashcore")):
+        sys.path.insert(0, _build_pkg)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

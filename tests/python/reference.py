@@ -1,0 +1,48 @@
+"""float64 NumPy reference for the flashcore tests (full softmax, no tiling)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def allowed_mask(seqlen_q, seqlen_k, causal=False, window=None):
+    """Boolean (Sq, Sk) mask, bottom-right aligned: query row i sits at key
+    position i + (Sk - Sq); causal means window_right = 0."""
+    left, right = (-1, -1) if window is None else window
+    left = -1 if left is None else left
+    right = -1 if right is None else right
+    if causal:
+        right = 0
+    rows = np.arange(seqlen_q)[:, None] + (seqlen_k - seqlen_q)
+    cols = np.arange(seqlen_k)[None, :]
+    mask = np.ones((seqlen_q, seqlen_k), dtype=bool)
+    if left >= 0:
+        mask &= cols >= rows - left
+    if right >= 0:
+        mask &= cols <= rows + right
+    return mask
+
+
+def attention_ref(q, k, v, *, causal=False, scale=None, window=None):
+    """q: (B, Hq, Sq, D), k/v: (B, Hkv, Sk, D), any float dtype.
+
+    Returns (out float64 (B, Hq, Sq, D), lse float64 (B, Hq, Sq)). Rows with
+    no allowed key give out = 0 and lse = -inf."""
+    q, k, v = (np.asarray(x).astype(np.float64) for x in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k = np.repeat(k, group, axis=1)
+    v = np.repeat(v, group, axis=1)
+    if scale is None:
+        scale = 1.0 / np.sqrt(q.shape[-1])
+    s = np.einsum("bhqd,bhkd->bhqk", q, k) * scale
+    mask = allowed_mask(q.shape[2], k.shape[2], causal, window)
+    s = np.where(mask, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True) if s.shape[-1] else np.full(s.shape[:-1] + (1,), -np.inf)
+    m_safe = np.where(np.isfinite(m), m, 0.0)
+    p = np.exp(s - m_safe)
+    denom = p.sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        lse = np.where(denom > 0, np.log(np.where(denom > 0, denom, 1.0)) + m_safe, -np.inf)
+    p = np.divide(p, denom, out=np.zeros_like(p), where=denom > 0)
+    out = np.einsum("bhqk,bhkd->bhqd", p, v)
+    return out, lse[..., 0]
