@@ -1,0 +1,480 @@
+"""Tests of the benchmark package (flashcore.bench) that need no GPU: the
+shape lists the published numbers rest on, the FLOP/byte formulas, the
+writers, the speedup direction, the runner's control flow (driven with fakes)
+and the no-GPU path of `python -m flashcore.bench`.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import math
+import os
+import sys
+import types
+
+import pytest
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_BENCH_MODULES = ("suites", "timing", "backends", "reference", "report", "plot", "progress",
+                  "env", "runner", "cpu_demo", "__main__")
+
+
+def _import_bench():
+    """Import flashcore.bench.* even when flashcore's compiled module is not
+    built: the bench's pure-Python parts must stay testable then. A stand-in
+    parent package is used only while importing and removed afterwards, so
+    other test files still see the real import error."""
+    try:
+        import flashcore  # noqa: F401
+        stub = None
+    except ImportError:
+        stub = types.ModuleType("flashcore")
+        stub.__path__ = [os.path.join(_REPO, "python", "flashcore")]
+        sys.modules["flashcore"] = stub
+    try:
+        mods = {name: importlib.import_module(f"flashcore.bench.{name}") for name in _BENCH_MODULES}
+    finally:
+        if stub is not None and sys.modules.get("flashcore") is stub:
+            del sys.modules["flashcore"]
+    return types.SimpleNamespace(**{k.strip("_") or k: v for k, v in mods.items()})
+
+
+bench = _import_bench()
+suites = bench.suites
+report = bench.report
+timing = bench.timing
+runner_mod = bench.runner
+backends = bench.backends
+cli = bench.main  # flashcore.bench.__main__
+
+
+def _flashcore_works() -> bool:
+    fc, _ = backends.load_flashcore()
+    return fc is not None
+
+
+# ------------------------------------------------------------------ suites
+
+def test_fa3_grid_is_the_paper_grid():
+    shapes = suites.fa3_shapes()
+    assert len(shapes) == 36
+    assert {s.D for s in shapes} == {64, 128, 256}
+    assert {s.Sq for s in shapes} == {512, 1024, 2048, 4096, 8192, 16384}
+    assert {s.causal for s in shapes} == {False, True}
+    for s in shapes:
+        assert s.B * s.Sq == 16384, s          # 16k tokens per call
+        assert s.H * s.D == 2048, s            # model dim 2048
+        assert s.Hkv == s.H and s.Sq == s.Sk
+        assert s.dtype == "bf16" and s.suite == "fa3"
+    assert len({(s.D, s.causal, s.Sq) for s in shapes}) == 36
+
+
+def test_seeds_shapes():
+    shapes = suites.seeds_shapes()
+    grid = [s for s in shapes if s.Sq in (128, 256, 512)]
+    assert len(grid) == 12
+    assert {(s.B, s.Sq) for s in grid} == {(b, q) for b in (1, 8, 16, 32) for q in (128, 256, 512)}
+    assert all(not s.causal for s in grid)
+    tail = [s for s in shapes if s.Sq == 1024]
+    assert sorted(s.causal for s in tail) == [False, True]
+    assert all(s.B == 1 for s in tail)
+    for s in shapes:
+        assert (s.dtype, s.H, s.Hkv, s.D, s.Sq) == ("fp16", 16, 16, 64, s.Sk)
+    assert len(shapes) == 14
+
+
+def test_decode_shapes():
+    shapes = suites.decode_shapes()
+    assert {(s.B, s.Sk) for s in shapes} == {(b, sk) for b in (1, 16, 64) for sk in (4096, 32768)}
+    for s in shapes:
+        assert (s.Sq, s.H, s.Hkv, s.D, s.dtype, s.causal) == (1, 32, 8, 128, "bf16", False)
+        assert s.group == 4
+
+
+@pytest.mark.parametrize("builder", [suites.seeds_shapes, suites.fa3_shapes, suites.decode_shapes])
+def test_quick_is_a_nonempty_subset(builder):
+    full = set(builder())
+    quick = builder(quick=True)
+    assert quick and set(quick) <= full and len(quick) < len(full)
+
+
+def test_parse_shape_and_suites():
+    s = suites.parse_shape("2,16,1024,128,causal", "bf16")
+    assert (s.B, s.H, s.Hkv, s.Sq, s.Sk, s.D, s.causal, s.dtype, s.suite) == \
+        (2, 16, 16, 1024, 1024, 128, True, "bf16", "custom")
+    assert suites.parse_shape("1,2,3,4", "float16").causal is False
+    assert suites.parse_shape("1,2,3,4,0", "fp16").dtype == "fp16"
+    for bad in ("1,2,3", "1,2,3,x", "1,2,3,4,maybe", "0,2,3,4"):
+        with pytest.raises(ValueError):
+            suites.parse_shape(bad)
+    assert suites.parse_suites("decode,seeds") == ["seeds", "decode"]  # canonical order
+    assert suites.parse_suites("all") == ["seeds", "fa3", "decode"]
+    with pytest.raises(ValueError):
+        suites.parse_suites("seeds,nope")
+
+
+def test_parse_backends():
+    assert backends.parse_backends(None) == list(backends.ALL_BACKENDS)
+    assert backends.parse_backends("cudnn,fc") == ["flashcore", "sdpa-cudnn"]
+    assert backends.parse_backends("sdpa") == ["sdpa-flash", "sdpa-cudnn", "sdpa-efficient"]
+    with pytest.raises(ValueError):
+        backends.parse_backends("triton")
+
+
+# ------------------------------------------------------------------ formulas
+
+def test_flops_formula_and_causal_halving():
+    full = suites.Shape("fa3", 4, 16, 16, 4096, 4096, 128, False, "bf16")
+    causal = suites.Shape("fa3", 4, 16, 16, 4096, 4096, 128, True, "bf16")
+    assert suites.attention_flops(full) == 4 * 4 * 16 * 4096 * 4096 * 128
+    assert suites.attention_flops(causal) == suites.attention_flops(full) / 2
+    # Sq != Sk: no halving (decode-like cross shapes keep the full count)
+    cross = suites.Shape("custom", 1, 8, 8, 128, 4096, 64, True, "bf16")
+    assert suites.attention_flops(cross) == 4 * 8 * 128 * 4096 * 64
+    # 1 ms for the full shape -> FLOPs / 1e-3 / 1e12 TFLOP/s
+    assert suites.tflops(full, 1000.0) == pytest.approx(4 * 4 * 16 * 4096 * 4096 * 128 / 1e-3 / 1e12)
+    assert suites.tflops(full, None) is None and suites.tflops(full, 0.0) is None
+
+
+def test_io_bytes_and_gbps_decode():
+    s = suites.Shape("decode", 16, 32, 8, 1, 32768, 128, False, "bf16")
+    q = 16 * 32 * 1 * 128
+    kv = 2 * 16 * 8 * 32768 * 128
+    assert suites.io_bytes(s) == 2 * (q + kv + q)
+    assert suites.gbps(s, 100.0) == pytest.approx(suites.io_bytes(s) / 100e-6 / 1e9)
+
+
+def test_speedup_direction():
+    # competitor 20 us, flashcore 10 us -> 2.0: flashcore is twice as fast
+    assert suites.speedup(10.0, 20.0) == 2.0
+    assert suites.speedup(20.0, 10.0) == 0.5
+    assert suites.speedup(None, 10.0) is None
+
+
+def test_graph_policy():
+    seeds = suites.seeds_shapes()[0]
+    fa3 = suites.fa3_shapes()[0]
+    assert suites.uses_graph(seeds, 5000.0)
+    assert suites.uses_graph(fa3, 150.0) and not suites.uses_graph(fa3, 250.0)
+
+
+# ------------------------------------------------------------------ timing helpers
+
+def test_stats_and_rotation():
+    st = timing.Stats.from_samples([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (st.median, st.n) == (3.0, 5)
+    assert st.p10 == pytest.approx(1.4) and st.p90 == pytest.approx(4.6)
+    assert timing.rotation_count(1 << 20, 50 * 10**6) == 96        # 1 MiB sets -> ~100 MB
+    assert timing.rotation_count(256 << 20, 50 * 10**6) == 1       # big inputs: one set
+    assert timing.rotation_count(1, 50 * 10**6) == timing.MAX_SETS
+    assert timing.graph_call_count(1) == 20
+    assert timing.graph_call_count(7) == 21 and timing.graph_call_count(96) == 96
+
+
+def test_sampling_for_reference():
+    ref = bench.reference
+    assert ref.pick_pairs(2, 3) == [(b, h) for b in range(2) for h in range(3)]
+    pairs = ref.pick_pairs(32, 16, max_pairs=8)
+    assert len(pairs) == 8 and (0, 0) in pairs and (31, 15) in pairs
+    rows = ref.pick_rows(16384, max_rows=256)
+    assert len(rows) == 256 and rows[0] == 0 and rows[-1] == 16383 and rows == sorted(set(rows))
+    assert ref.pick_rows(100) == list(range(100))
+
+
+# ------------------------------------------------------------------ report writers
+
+def _fake_rows():
+    shp = suites.Shape("seeds", 8, 16, 16, 256, 256, 64, False, "fp16")
+    mk = report.Row.for_shape
+    fc = mk(shp, "flashcore"); fc.us_eager, fc.us_graph, fc.us_p10, fc.us_p90 = 20.0, 8.0, 18.0, 25.0
+    fl = mk(shp, "sdpa-flash"); fl.us_eager, fl.us_graph = 30.0, 12.0
+    cu = mk(shp, "sdpa-cudnn"); cu.us_eager, cu.us_graph = 25.0, 10.0
+    ef = mk(shp, "sdpa-efficient"); ef.us_eager = 5.0; ef.status = report.STATUS_WRONG; ef.reason = "relerr 1e-1"
+    dshape = suites.Shape("decode", 1, 32, 8, 1, 4096, 128, False, "bf16")
+    d_fc = mk(dshape, "flashcore"); d_fc.status, d_fc.reason = report.STATUS_SKIP, "NotImplementedError: decode"
+    d_cu = mk(dshape, "sdpa-cudnn"); d_cu.us_eager, d_cu.us_graph = 40.0, 10.0
+    return [fc, fl, cu, ef, d_fc, d_cu]
+
+
+def test_finalize_derived_columns_and_ratio():
+    rows = _fake_rows()
+    report.finalize(rows, {"fp16": 700.0, "bf16": 750.0})
+    fc, fl, cu, ef, d_fc, d_cu = rows
+    assert fc.us_best == 8.0 and fc.us_per_seq == 1.0 and fc.us_per_head == pytest.approx(8.0 / 128)
+    # fastest working competitor is cuDNN at 10 us (the 5 us WRONG row must not count)
+    assert fc.best_competitor == "sdpa-cudnn"
+    assert fc.speedup == pytest.approx(10.0 / 8.0)
+    assert fl.speedup is None and cu.speedup is None
+    assert fc.tflops == pytest.approx(suites.attention_flops(fc.shape) / 8e-6 / 1e12)
+    assert fc.pct_ceiling == pytest.approx(100 * fc.tflops / 700.0)
+    assert d_fc.speedup is None and d_fc.us_best is None
+    assert d_cu.gbps == pytest.approx(suites.io_bytes(d_cu.shape) / 10e-6 / 1e9)
+
+
+def test_csv_writer_columns(tmp_path):
+    rows = _fake_rows()
+    report.finalize(rows, {"fp16": 700.0})
+    path = tmp_path / "results.csv"
+    report.write_csv(path, rows, ["gpu: FAKE", "command: python -m flashcore.bench --quick"])
+    text = path.read_text().splitlines()
+    assert text[0] == "# gpu: FAKE" and text[1].startswith("# command:")
+    body = [l for l in text if not l.startswith("#")]
+    recs = list(csv.DictReader(body))
+    required = {"suite", "backend", "dtype", "B", "H", "Hkv", "Sq", "Sk", "D", "causal", "us_eager",
+                "us_graph", "us_p10", "us_p90", "tflops", "pct_ceiling", "gbps", "relerr", "status", "reason"}
+    assert required <= set(recs[0])
+    assert len(recs) == len(rows)
+    assert recs[0]["backend"] == "flashcore" and recs[0]["causal"] == "0"
+    assert float(recs[0]["us_graph"]) == 8.0 and float(recs[0]["speedup"]) == pytest.approx(1.25)
+    assert recs[3]["status"] == "WRONG" and recs[3]["us_graph"] == ""
+    assert recs[4]["reason"] == "NotImplementedError: decode"
+    d = recs[5]
+    assert (d["H"], d["Hkv"], d["Sq"], d["Sk"]) == ("32", "8", "1", "4096")
+
+
+def test_markdown_and_tables():
+    rows = _fake_rows()
+    report.finalize(rows, {"fp16": 700.0})
+    md = report.markdown_report(rows, ["gpu: FAKE"], ["matmul: 1"], ["seeds", "decode"])
+    assert "## Summary" in md and "## Suite `seeds`" in md and "## Suite `decode`" in md
+    header_lines = [l for l in md.splitlines() if l.startswith("| backend |")]
+    assert len(header_lines) == 2
+    assert "| " + " | ".join(report.SUMMARY_HEADERS) + " |" in md
+    assert "1.25x" in md
+    table = report.suite_table([r for r in rows if r.suite == "seeds"])
+    assert "sdpa-cudnn" in table and "WRONG" in table and "1.25x" in table
+    summ = report.summary_table(rows)
+    lines = summ.splitlines()
+    assert len(lines) == 2 + 2  # header, rule, one line per shape
+    assert "1.25x" in lines[2] and "sdpa-cudnn" in lines[2]
+    assert "skip: NotImplementedError" in lines[3]
+
+
+def test_plots_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = _fake_rows()
+    fa3 = suites.fa3_shapes(quick=True)
+    for i, s in enumerate(fa3):
+        for be in ("flashcore", "sdpa-cudnn"):
+            r = report.Row.for_shape(s, be)
+            r.us_eager = 1000.0 + 100 * i
+            rows.append(r)
+    rows.append(report.Row.for_shape(suites.parse_shape("1,2,64,32"), "sdpa-flash"))
+    rows[-1].us_eager = 3.0
+    report.finalize(rows, {"bf16": 750.0, "fp16": 700.0})
+    paths = bench.plot.plot_all(rows, str(tmp_path), {"bf16": 750.0}, 3000.0)
+    assert sorted(os.path.basename(p) for p in paths) == ["custom.png", "decode.png", "fa3.png", "seeds.png"]
+    assert all(os.path.getsize(p) > 1000 for p in paths)
+
+
+# ------------------------------------------------------------------ runner control flow
+
+class _FakePrepared:
+    def __init__(self, behaviour):
+        self.behaviour = behaviour
+        self.note = ""
+        self.calls = 0
+
+    def context(self):
+        import contextlib
+        return contextlib.nullcontext()
+
+    def check_call(self):
+        if self.behaviour == "refuse":
+            import warnings
+            warnings.warn("Flash attention requires head_dim <= 256")
+            raise RuntimeError("No available kernel. Aborting execution.")
+        return self.behaviour  # the fake check below reads this as the "output"
+
+    def call(self, i):
+        self.calls += 1
+
+
+class _FakeBackend:
+    def __init__(self, name, behaviour):
+        self.name = name
+        self.behaviour = behaviour
+        self.prepared = []
+
+    def prepare(self, shape, inputs):
+        if self.behaviour == "unavailable":
+            raise backends.Unavailable("flashcore is not importable")
+        p = _FakePrepared(self.behaviour)
+        self.prepared.append(p)
+        return p
+
+
+class _CheckResult:
+    def __init__(self, ok):
+        self.ok, self.relerr, self.detail = ok, (1e-3 if ok else 0.5), "fake detail"
+
+
+def _fake_runner(bes, timed, crash_on=None, sync_fails_after_crash=True):
+    state = {"dead": False}
+
+    def time_eager(call, n_sets, trials, warmup):
+        call(0)
+        if crash_on is not None and crash_on[0] is timed.get("current"):
+            state["dead"] = sync_fails_after_crash
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return timing.Stats.from_samples([10.0, 11.0, 12.0])
+
+    def time_graph(call, n_sets, replays, calls):
+        return timing.Stats.from_samples([5.0, 5.0, 6.0])
+
+    def sync():
+        if state["dead"]:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    class Inputs:
+        q = k = v = [None]
+
+    r = runner_mod.Runner(bes, runner_mod.RunOptions(trials=3), None,
+                          make_inputs=lambda shape, n, seed: Inputs(),
+                          check=lambda shape, q, k, v, out: _CheckResult(out != "wrong"),
+                          time_eager=time_eager, time_graph=time_graph,
+                          synchronize=sync, cleanup=lambda: None)
+    return r
+
+
+def test_runner_statuses():
+    bes = [_FakeBackend("flashcore", "unavailable"), _FakeBackend("sdpa-flash", "refuse"),
+           _FakeBackend("sdpa-cudnn", "ok"), _FakeBackend("sdpa-efficient", "wrong")]
+    r = _fake_runner(bes, {})
+    shapes = suites.seeds_shapes(quick=True)[:2]
+    rows = r.run(shapes)
+    assert len(rows) == len(shapes) * len(bes)  # one row per backend x shape, none dropped
+    by = {(row.backend, row.B, row.Sq): row for row in rows}
+    s0 = shapes[0]
+    fc = by[("flashcore", s0.B, s0.Sq)]
+    assert fc.status == "n/a" and "not importable" in fc.reason
+    fl = by[("sdpa-flash", s0.B, s0.Sq)]
+    assert fl.status == "skip" and "No available kernel" in fl.reason and "head_dim <= 256" in fl.reason
+    cu = by[("sdpa-cudnn", s0.B, s0.Sq)]
+    assert cu.status == "ok" and cu.us_eager == 11.0 and cu.us_graph == 5.0 and cu.relerr == 1e-3
+    ef = by[("sdpa-efficient", s0.B, s0.Sq)]
+    assert ef.status == "WRONG" and ef.us_eager is None and ef.relerr == 0.5
+    # a WRONG contender is never timed
+    assert all(p.calls == 0 for p in bes[3].prepared)
+
+
+def test_runner_no_graph_and_large_shapes():
+    bes = [_FakeBackend("sdpa-cudnn", "ok")]
+    r = _fake_runner(bes, {})
+    r.opts.graph = False
+    rows = r.run(suites.seeds_shapes(quick=True)[:1])
+    assert rows[0].us_graph is None and rows[0].status == "ok"
+    r = _fake_runner(bes, {})
+    big = suites.Shape("fa3", 1, 16, 16, 16384, 16384, 128, False, "bf16")
+    r.time_eager = lambda call, n, t, w: timing.Stats.from_samples([3000.0])
+    rows = r.run([big])
+    assert rows[0].us_graph is None and rows[0].us_eager == 3000.0 and rows[0].rot_sets == 1
+
+
+def test_runner_graph_policy_is_per_shape_and_order_kept():
+    # On a fa3 cell, one contender under the 200 us threshold puts every
+    # contender of that shape in graph mode; rows stay in backend order.
+    bes = [_FakeBackend("flashcore", "wrong"), _FakeBackend("sdpa-flash", "ok"),
+           _FakeBackend("sdpa-cudnn", "ok")]
+    r = _fake_runner(bes, {})
+    eager = iter([250.0, 150.0])
+    r.time_eager = lambda call, n, t, w: timing.Stats.from_samples([next(eager)])
+    rows = r.run([suites.fa3_shapes()[0]])
+    assert [row.backend for row in rows] == ["flashcore", "sdpa-flash", "sdpa-cudnn"]
+    assert rows[0].status == "WRONG" and rows[0].us_graph is None
+    assert rows[1].us_eager == 250.0 and rows[1].us_graph == 5.0
+    assert rows[2].us_eager == 150.0 and rows[2].us_graph == 5.0
+    # ... and none of them when every eager time is above it
+    r = _fake_runner(bes, {})
+    r.time_eager = lambda call, n, t, w: timing.Stats.from_samples([900.0])
+    rows = r.run([suites.fa3_shapes()[0]])
+    assert all(row.us_graph is None for row in rows)
+
+
+def test_runner_cuda_fault_stops_cleanly():
+    crasher = _FakeBackend("flashcore", "ok")
+    bes = [crasher, _FakeBackend("sdpa-cudnn", "ok")]
+    timed = {}
+    r = _fake_runner(bes, timed, crash_on=(None,))
+    timed["current"] = None  # crash on the first eager timing
+    shapes = suites.seeds_shapes(quick=True)[:2]
+    rows = r.run(shapes)
+    assert len(rows) == 4
+    assert rows[0].status == "error" and "illegal memory access" in rows[0].reason
+    assert r.dead
+    assert all(row.status == "error" and "CUDA context lost" in row.reason for row in rows[1:])
+
+
+def test_classify_failure():
+    assert backends.classify_failure("flashcore", NotImplementedError("hdim 96"))[0] == "skip"
+    assert backends.classify_failure("flashcore", TypeError("bad dtype"))[0] == "skip"
+    assert backends.classify_failure("flashcore", RuntimeError("not supported: D=512"))[0] == "skip"
+    status, reason = backends.classify_failure(
+        "flashcore", RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert status == "error" and reason.startswith("RuntimeError: CUDA error")
+    assert backends.classify_failure("x", backends.Unavailable("no"))[0] == "n/a"
+    long = backends.summarize_exception(RuntimeError("x" * 1000), limit=50)
+    assert len(long) == 50 and long.endswith("...")
+
+
+# ------------------------------------------------------------------ CLI / no-GPU path
+
+def test_cli_rejects_bad_arguments():
+    with pytest.raises(SystemExit) as e:
+        cli.parse_args(["--suite", "bogus"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--shape", "1,2,3"])
+    args = cli.parse_args(["--suite", "fa3,decode", "--quick", "--backends", "cudnn", "--no-graph"])
+    assert args.suites == ["fa3", "decode"] and args.quick and args.no_graph
+    assert args.backend_names == ["sdpa-cudnn"] and args.trials == 200
+
+
+def test_default_out_dir(monkeypatch):
+    monkeypatch.setenv("OUT", "/tmp/somewhere")
+    assert bench.env.default_out_dir() == "/tmp/somewhere"
+    monkeypatch.delenv("OUT")
+    d = bench.env.default_out_dir()
+    assert d.startswith(os.path.join("bench", "results")) and len(os.path.basename(d)) == 10
+
+
+def test_no_gpu_prints_one_line_then_demo(monkeypatch, capsys):
+    monkeypatch.setattr(bench.env, "cuda_available", lambda: (False, "monkeypatched: no CUDA"))
+    monkeypatch.setattr(bench.cpu_demo, "DEMO_SHAPE", (1, 2, 64, 32))  # keep the CPU demo fast
+    rc = cli.main([])
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == ("flashcore-bench: no CUDA device found; running the CPU reference demo instead "
+                        "(no GPU numbers are printed)")
+    assert out.count("no CUDA device found") == 1
+    for gpu_word in ("TFLOP/s", "GB/s", "us eager", "us graph"):
+        assert gpu_word not in out
+    if not _flashcore_works():
+        # flashcore's compiled module is not built here: the demo must say so
+        # and fail, not pretend.
+        assert rc == 2
+        assert "cannot import flashcore" in out
+        pytest.skip("flashcore's compiled module is not importable: demo part not checked")
+    assert rc == 0, out
+    assert out.count("PASS") >= 2  # fp16 and fp32, at least the non-causal cases
+    assert "FAIL" not in out
+
+
+def test_cpu_demo_reference_matches_loops():
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 2, 3, 4))
+    k = rng.standard_normal((1, 2, 5, 4))
+    v = rng.standard_normal((1, 2, 5, 4))
+    got = bench.cpu_demo.numpy_reference(q, k, v, causal=True)
+    for h in range(2):
+        for i in range(3):
+            lim = i + (5 - 3)  # bottom-right aligned
+            s = np.array([q[0, h, i] @ k[0, h, j] / 2.0 for j in range(lim + 1)])
+            p = np.exp(s - s.max()); p /= p.sum()
+            assert np.allclose(got[0, h, i], p @ v[0, h, :lim + 1])
+    full = bench.cpu_demo.numpy_reference(q, k, v, causal=False)
+    assert not np.allclose(full, got)
+    assert math.isfinite(float(full.sum()))
