@@ -121,12 +121,6 @@ class Inputs:
             self.v.append(torch.randn(shape.B, shape.Hkv, shape.Sk, shape.D, dtype=dt, device="cuda", generator=gen))
             self.out.append(torch.empty(shape.B, shape.H, shape.Sq, shape.D, dtype=dt, device="cuda"))
 
-    @staticmethod
-    def set_bytes(shape: Shape) -> int:
-        from .suites import io_bytes
-
-        return io_bytes(shape)
-
 
 def _poison_allocator(shape: Shape) -> None:
     """Leave a NaN-filled block of the output's size in the caching allocator.

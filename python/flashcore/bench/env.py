@@ -31,15 +31,28 @@ def command_line(argv: Optional[List[str]] = None) -> str:
     return shlex.join(["python", "-m", "flashcore.bench", *args])
 
 
-def _nvidia_smi(query: str) -> Optional[str]:
+def _gpu_selector() -> str:
+    """nvidia-smi's id for the GPU torch is using: its PCI address when torch
+    exposes it (CUDA_VISIBLE_DEVICES renumbers devices, PCI addresses stay)."""
     try:
-        res = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader", "-i", "0"],
-                             capture_output=True, text=True, timeout=20)
-    except Exception:  # noqa: BLE001 - informational only
-        return None
-    if res.returncode != 0:
-        return None
-    return res.stdout.strip() or None
+        import torch
+
+        p = torch.cuda.get_device_properties(torch.cuda.current_device())
+        return f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
+    except Exception:  # noqa: BLE001 - older torch: fall back to the first GPU
+        return "0"
+
+
+def _nvidia_smi(query: str) -> Optional[str]:
+    for selector in dict.fromkeys((_gpu_selector(), "0")):
+        try:
+            res = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader",
+                                  "-i", selector], capture_output=True, text=True, timeout=20)
+        except Exception:  # noqa: BLE001 - informational only
+            return None
+        if res.returncode == 0 and res.stdout.strip():
+            return res.stdout.strip()
+    return None
 
 
 def gpu_environment(fc_version: str, argv: Optional[List[str]] = None) -> List[str]:
@@ -47,7 +60,7 @@ def gpu_environment(fc_version: str, argv: Optional[List[str]] = None) -> List[s
     measured as found, never changed."""
     import torch
 
-    props = torch.cuda.get_device_properties(0)
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
     cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     lines = [
         f"gpu: {props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs, "
@@ -67,7 +80,7 @@ def l2_bytes(default: int = 50 * 10**6) -> int:
     try:
         import torch
 
-        v = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0))
+        v = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0))
         return v if v > 0 else default
     except Exception:  # noqa: BLE001
         return default
