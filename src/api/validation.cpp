@@ -1,0 +1,399 @@
+#include "api/validation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#if FLASHCORE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace flashcore {
+namespace {
+
+constexpr int64_t kMaxDim = int64_t(1) << 31;       // so seq/head indices fit in int32 on the GPU
+constexpr int64_t kTmaAlignBytes = 16;              // TMA: base address and strides
+constexpr int64_t kSupportedHeadDims[] = {64, 96, 128, 256};
+constexpr const char* kDimNames[4] = {"batch", "heads", "seqlen", "head_dim"};
+
+template <class... Ts>
+std::string cat(const Ts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  return os.str();
+}
+
+Status invalid(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
+Status unsupported(std::string message) { return Status(StatusCode::kNotSupported, std::move(message)); }
+
+#define FC_RETURN_IF_ERROR(expr)       \
+  do {                                 \
+    Status status_ = (expr);           \
+    if (!status_.ok()) return status_; \
+  } while (0)
+
+struct Named {
+  const char* name;
+  const TensorView* t;
+};
+
+bool valid_dtype(DType d) { return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16; }
+bool valid_device(Device d) { return d == Device::kCPU || d == Device::kCUDA; }
+
+std::string device_str(const TensorView& t) {
+  return t.device == Device::kCPU ? std::string("cpu") : cat("cuda:", t.device_index);
+}
+
+std::string tuple_str(const int64_t v[4]) { return cat("(", v[0], ", ", v[1], ", ", v[2], ", ", v[3], ")"); }
+
+// Overflow-checked arithmetic on non-negative int64 values.
+bool checked_mul(int64_t a, int64_t b, int64_t* r) {
+  if (a != 0 && b > INT64_MAX / a) return false;
+  *r = a * b;
+  return true;
+}
+bool checked_add(int64_t a, int64_t b, int64_t* r) {
+  if (b > INT64_MAX - a) return false;
+  *r = a + b;
+  return true;
+}
+
+// Overflow-checked element count. False when it does not fit in int64.
+// Any zero dim makes the count 0, however large the others are.
+bool checked_numel(const TensorView& t, int64_t* n) {
+  for (int i = 0; i < 4; ++i) {
+    if (t.shape[i] == 0) {
+      *n = 0;
+      return true;
+    }
+  }
+  int64_t acc = 1;
+  for (int i = 0; i < 4; ++i) {
+    if (!checked_mul(acc, t.shape[i], &acc)) return false;
+  }
+  *n = acc;
+  return true;
+}
+
+// Valid only after check_tensor_alone (shapes non-negative).
+bool is_empty(const TensorView& t) {
+  return t.shape[0] == 0 || t.shape[1] == 0 || t.shape[2] == 0 || t.shape[3] == 0;
+}
+
+// ------------------------------------------------------------ scalar arguments
+
+Status check_reserved(const AttentionArgs& a) {
+  const struct {
+    const char* name;
+    const void* ptr;
+  } reserved[] = {{"cu_seqlens_q", a.cu_seqlens_q},
+                  {"cu_seqlens_k", a.cu_seqlens_k},
+                  {"cache_seqlens", a.cache_seqlens},
+                  {"block_table", a.block_table}};
+  for (const auto& r : reserved) {
+    if (r.ptr != nullptr) {
+      return unsupported(cat(r.name, " is not supported by attention_forward yet (must be null)"));
+    }
+  }
+  return Status::Ok();
+}
+
+Status check_scalars(const AttentionArgs& a) {
+  if (!std::isfinite(a.softmax_scale)) {
+    return invalid(cat("softmax_scale = ", a.softmax_scale, " must be finite (0 selects 1/sqrt(head_dim))"));
+  }
+  if (a.window_left < -1) {
+    return invalid(cat("window_left = ", a.window_left, " must be -1 (unbounded) or >= 0"));
+  }
+  if (a.window_right < -1) {
+    return invalid(cat("window_right = ", a.window_right, " must be -1 (unbounded) or >= 0"));
+  }
+  if (a.causal && a.window_right != -1 && a.window_right != 0) {
+    return invalid(
+        cat("causal=true conflicts with window_right=", a.window_right, " (causal means window_right=0)"));
+  }
+  const struct {
+    const char* name;
+    int value;
+  } config[] = {{"config.block_m", a.config.block_m},
+                {"config.block_n", a.config.block_n},
+                {"config.num_splits", a.config.num_splits}};
+  for (const auto& c : config) {
+    if (c.value < 0) return invalid(cat(c.name, " = ", c.value, " must be >= 0 (0 lets dispatch choose)"));
+  }
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------ one tensor alone
+
+Status check_tensor_alone(const Named& n) {
+  const TensorView& t = *n.t;
+  if (!valid_dtype(t.dtype)) {
+    return invalid(cat(n.name, ".dtype = ", int(t.dtype), " is not a valid dtype (float32=0, float16=1, bfloat16=2)"));
+  }
+  if (!valid_device(t.device)) {
+    return invalid(cat(n.name, ".device = ", int(t.device), " is not a valid device (cpu=0, cuda=1)"));
+  }
+  if (t.device == Device::kCUDA && t.device_index < 0) {
+    return invalid(cat(n.name, ".device_index = ", t.device_index, " must be >= 0"));
+  }
+  for (int i = 0; i < 4; ++i) {
+    if (t.shape[i] < 0) return invalid(cat(n.name, ".shape[", i, "] = ", t.shape[i], " must be >= 0"));
+    if (t.shape[i] >= kMaxDim) {
+      return invalid(cat(n.name, ".shape[", i, "] = ", t.shape[i], " must be < 2^31"));
+    }
+  }
+  for (int i = 0; i < 4; ++i) {
+    if (t.stride[i] < 0) {
+      return invalid(cat(n.name, ".stride[", i, "] = ", t.stride[i], " must be >= 0 (negative strides are not supported)"));
+    }
+  }
+  int64_t numel = 0;
+  if (!checked_numel(t, &numel)) {
+    return invalid(cat(n.name, " with shape ", tuple_str(t.shape), " has more than 2^63 elements"));
+  }
+  if (numel == 0) return Status::Ok();  // never dereferenced, so data may be anything, null included
+
+  // The farthest element, in elements and in bytes, must be addressable
+  // without int64 overflow: backends compute offsets as sum(index * stride).
+  int64_t last = 0;
+  bool ok = true;
+  for (int i = 0; i < 4 && ok; ++i) {
+    int64_t term = 0;
+    ok = checked_mul(t.shape[i] - 1, t.stride[i], &term) && checked_add(last, term, &last);
+  }
+  int64_t bytes = 0;
+  ok = ok && checked_add(last, 1, &last) && checked_mul(last, dtype_size(t.dtype), &bytes);
+  if (!ok) {
+    return invalid(cat(n.name, ": shape ", tuple_str(t.shape), " with strides ", tuple_str(t.stride),
+                       " reaches past 2^63 bytes (element offsets overflow int64)"));
+  }
+  if (t.data == nullptr) return invalid(cat(n.name, ".data is null but ", n.name, " has ", numel, " elements"));
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------ tensors together
+
+Status check_same_dim(const Named& a, const Named& b, int i) {
+  if (a.t->shape[i] != b.t->shape[i]) {
+    return invalid(cat(a.name, ".shape[", i, "] (", kDimNames[i], ") = ", a.t->shape[i], " must equal ", b.name,
+                       ".shape[", i, "] = ", b.t->shape[i]));
+  }
+  return Status::Ok();
+}
+
+Status check_dtypes(const Named& q, const Named (&others)[3]) {
+  for (const Named& o : others) {
+    if (o.t->dtype != q.t->dtype) {
+      return invalid(cat(q.name, ".dtype is ", dtype_name(q.t->dtype), " but ", o.name, ".dtype is ",
+                         dtype_name(o.t->dtype)));
+    }
+  }
+  return Status::Ok();
+}
+
+Status check_shapes(const Named& q, const Named& k, const Named& v, const Named& out) {
+  FC_RETURN_IF_ERROR(check_same_dim(k, q, 3));  // head_dim first: the likeliest mistake
+  FC_RETURN_IF_ERROR(check_same_dim(k, q, 0));
+  for (int i = 0; i < 4; ++i) FC_RETURN_IF_ERROR(check_same_dim(v, k, i));
+  for (int i = 0; i < 4; ++i) FC_RETURN_IF_ERROR(check_same_dim(out, q, i));
+  const int64_t hq = q.t->shape[1], hkv = k.t->shape[1];
+  if (hkv == 0 && hq > 0) return invalid(cat("k heads (0) must be > 0 when q has ", hq, " heads"));
+  if (hkv > 0 && hq % hkv != 0) {
+    return invalid(cat("q heads (", hq, ") must be a multiple of k heads (", hkv, ")"));
+  }
+  return Status::Ok();
+}
+
+Status check_lse(const Named& lse, const TensorView& q) {
+  const TensorView& t = *lse.t;
+  if (t.dtype != DType::kFloat32) {
+    return invalid(cat("lse.dtype is ", dtype_name(t.dtype), " but must be float32"));
+  }
+  const int64_t want[4] = {q.shape[0], q.shape[1], q.shape[2], 1};
+  for (int i = 0; i < 4; ++i) {
+    if (t.shape[i] != want[i]) {
+      return invalid(cat("lse.shape must be (batch, q heads, seqlen_q, 1) = ", tuple_str(want), ", got ",
+                         tuple_str(t.shape)));
+    }
+  }
+  return Status::Ok();
+}
+
+Status check_devices(const Named* tensors, int count) {
+  const TensorView& first = *tensors[0].t;
+  for (int i = 1; i < count; ++i) {
+    const TensorView& t = *tensors[i].t;
+    const bool same = t.device == first.device &&
+                      (t.device == Device::kCPU || t.device_index == first.device_index);
+    if (!same) {
+      return invalid(cat("tensors are on different devices (", tensors[0].name, ": ", device_str(first), ", ",
+                         tensors[i].name, ": ", device_str(t), ")"));
+    }
+  }
+  return Status::Ok();
+}
+
+Status check_supported(const TensorView& q) {
+  const int64_t d = q.shape[3];
+  if (d != 0 && !is_supported_head_dim(d)) {
+    return unsupported(cat("head_dim ", d, " is not supported (supported: 64, 96, 128, 256)"));
+  }
+  if (q.device == Device::kCUDA && q.dtype == DType::kFloat32) {
+    return unsupported(
+        "q.dtype float32 is not supported on CUDA (use float16 or bfloat16; float32 runs on the CPU backend)");
+  }
+  return Status::Ok();
+}
+
+// The TMA rule, applied on both backends so a call that works on the CPU
+// works on the GPU too: last dim contiguous, 16-byte aligned base, and the
+// other strides whole multiples of 16 bytes.
+Status check_tma_layout(const Named& n) {
+  const TensorView& t = *n.t;
+  if (t.stride[3] != 1) return invalid(cat(n.name, ".stride[3] must be 1 (got ", t.stride[3], ")"));
+  const auto addr = reinterpret_cast<uintptr_t>(t.data);
+  if (addr % kTmaAlignBytes != 0) {
+    return invalid(cat(n.name, ".data is not 16-byte aligned (address ", t.data, ")"));
+  }
+  const int64_t esize = dtype_size(t.dtype);
+  for (int i = 0; i < 3; ++i) {
+    // (stride mod 16) * esize cannot overflow, unlike stride * esize.
+    if (((t.stride[i] % kTmaAlignBytes) * esize) % kTmaAlignBytes != 0) {
+      return invalid(cat(n.name, ".stride[", i, "]=", t.stride[i], " elements is not a multiple of 16 bytes (",
+                         dtype_name(t.dtype), " is ", esize, " bytes per element)"));
+    }
+  }
+  return Status::Ok();
+}
+
+// Outputs must not alias themselves: a sufficient condition is that, dims
+// sorted by stride, each stride steps past everything the inner dims span.
+// Dims of size 1 are never stepped along, so their stride does not matter.
+Status check_no_self_overlap(const Named& n) {
+  const TensorView& t = *n.t;
+  int dims[4];
+  int count = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (t.shape[i] > 1) dims[count++] = i;
+  }
+  std::stable_sort(dims, dims + count, [&](int a, int b) { return t.stride[a] < t.stride[b]; });
+  int64_t span = 1;  // elements covered by the dims handled so far; cannot overflow (checked extent)
+  for (int j = 0; j < count; ++j) {
+    const int d = dims[j];
+    if (t.stride[d] < span) {
+      return invalid(cat(n.name, " has overlapping elements: stride[", d, "] = ", t.stride[d],
+                         " is smaller than the ", span,
+                         " elements its inner dims span (every output element needs its own memory)"));
+    }
+    span += t.stride[d] * (t.shape[d] - 1);
+  }
+  return Status::Ok();
+}
+
+// ------------------------------------------------------------ CUDA pointers
+
+#if FLASHCORE_WITH_CUDA
+Status check_device_pointer(const Named& n) {
+  const TensorView& t = *n.t;
+  if (is_empty(t)) return Status::Ok();  // never accessed; its pointer may be anything
+  cudaPointerAttributes attr{};
+  const cudaError_t err = cudaPointerGetAttributes(&attr, t.data);
+  if (err != cudaSuccess) {
+    // The error is ours and not sticky; clear it so the caller's next
+    // cudaGetLastError() does not report it as theirs.
+    (void)cudaGetLastError();
+    return Status(StatusCode::kCudaError, cat("cudaPointerGetAttributes(", n.name, ".data) failed: ",
+                                              cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
+  }
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
+    const char* what = attr.type == cudaMemoryTypeHost ? "pinned host memory" : "host memory unknown to CUDA";
+    return invalid(cat(n.name, ".data is ", what, " but ", n.name, ".device is ", device_str(t),
+                       " (pass device memory, or CPU tensors for the CPU backend)"));
+  }
+  if (attr.device != t.device_index) {
+    return invalid(cat(n.name, ".data is memory of cuda:", attr.device, " but ", n.name, ".device is ",
+                       device_str(t)));
+  }
+  return Status::Ok();
+}
+#endif
+
+Status check_cuda_pointers(const Named* tensors, int count) {
+#if FLASHCORE_WITH_CUDA
+  for (int i = 0; i < count; ++i) FC_RETURN_IF_ERROR(check_device_pointer(tensors[i]));
+  return Status::Ok();
+#else
+  (void)count;
+  return unsupported(cat("flashcore was built without CUDA (", tensors[0].name, " is on ",
+                         device_str(*tensors[0].t), "); rebuild with FLASHCORE_CUDA=ON or pass CPU tensors"));
+#endif
+}
+
+// ------------------------------------------------------------ resolution
+
+int64_t resolve_window(int64_t w) { return w < 0 ? kUnboundedWindow : std::min(w, kUnboundedWindow); }
+
+void resolve(const AttentionArgs& a, bool has_lse, Problem* p) {
+  p->batch = a.q.shape[0];
+  p->heads_q = a.q.shape[1];
+  p->heads_kv = a.k.shape[1];
+  p->seqlen_q = a.q.shape[2];
+  p->seqlen_k = a.k.shape[2];
+  p->head_dim = a.q.shape[3];
+  p->dtype = a.q.dtype;
+  p->device = a.q.device;
+  p->device_index = a.q.device == Device::kCUDA ? a.q.device_index : 0;
+  p->scale = a.softmax_scale != 0.f || p->head_dim == 0
+                 ? a.softmax_scale
+                 : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p->head_dim)));
+  p->causal = a.causal;
+  p->window_left = resolve_window(a.window_left);
+  p->window_right = a.causal ? 0 : resolve_window(a.window_right);
+  p->has_lse = has_lse;
+  p->config = a.config;
+}
+
+}  // namespace
+
+bool is_supported_head_dim(int64_t head_dim) {
+  return std::find(std::begin(kSupportedHeadDims), std::end(kSupportedHeadDims), head_dim) !=
+         std::end(kSupportedHeadDims);
+}
+
+Status validate(const AttentionArgs& args, Problem* out) {
+  const Named q{"q", &args.q}, k{"k", &args.k}, v{"v", &args.v}, o{"out", &args.out}, lse{"lse", &args.lse};
+  const bool has_lse = args.lse.data != nullptr;
+  const Named all[5] = {q, k, v, o, lse};
+  const int count = has_lse ? 5 : 4;
+
+  FC_RETURN_IF_ERROR(check_reserved(args));
+  FC_RETURN_IF_ERROR(check_scalars(args));
+  for (int i = 0; i < count; ++i) FC_RETURN_IF_ERROR(check_tensor_alone(all[i]));
+  FC_RETURN_IF_ERROR(check_dtypes(q, {k, v, o}));
+  FC_RETURN_IF_ERROR(check_shapes(q, k, v, o));
+  if (has_lse) FC_RETURN_IF_ERROR(check_lse(lse, args.q));
+  FC_RETURN_IF_ERROR(check_devices(all, count));
+  FC_RETURN_IF_ERROR(check_supported(args.q));
+  // Layout rules concern memory that is accessed; a tensor with no elements
+  // has none, and its strides are meaningless (often all zero).
+  for (int i = 0; i < 4; ++i) {
+    if (!is_empty(*all[i].t)) FC_RETURN_IF_ERROR(check_tma_layout(all[i]));
+  }
+  if (!is_empty(args.out)) FC_RETURN_IF_ERROR(check_no_self_overlap(o));
+  if (has_lse && !is_empty(args.lse)) {
+    if (reinterpret_cast<uintptr_t>(args.lse.data) % sizeof(float) != 0) {
+      return invalid("lse.data is not 4-byte aligned (float32 needs natural alignment)");
+    }
+    FC_RETURN_IF_ERROR(check_no_self_overlap(lse));
+  }
+  if (args.q.device == Device::kCUDA) FC_RETURN_IF_ERROR(check_cuda_pointers(all, count));
+
+  resolve(args, has_lse, out);
+  return Status::Ok();
+}
+
+}  // namespace flashcore
