@@ -1,0 +1,172 @@
+// The C ABI against the C++ API.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "attention_case.h"
+#include "flashcore/flashcore.h"
+
+namespace fctest {
+namespace {
+
+fc_tensor to_c(const TensorView& t) {
+  fc_tensor c;
+  c.data = t.data;
+  c.dtype = static_cast<int32_t>(t.dtype);
+  for (int i = 0; i < 4; ++i) {
+    c.shape[i] = t.shape[i];
+    c.strides[i] = t.stride[i];
+  }
+  c.device = static_cast<int32_t>(t.device);
+  c.device_index = t.device_index;
+  return c;
+}
+
+fc_attention_args to_c(const flashcore::AttentionArgs& a) {
+  fc_attention_args c;
+  fc_attention_args_init(&c);
+  c.q = to_c(a.q);
+  c.k = to_c(a.k);
+  c.v = to_c(a.v);
+  c.out = to_c(a.out);
+  c.lse = to_c(a.lse);
+  c.softmax_scale = a.softmax_scale;
+  c.causal = a.causal ? 1 : 0;
+  c.window_left = a.window_left;
+  c.window_right = a.window_right;
+  return c;
+}
+
+Case small_case() {
+  Case c;
+  c.dtype = DType::kBFloat16;
+  c.layout = Layout::kBSHD;
+  c.batch = 2;
+  c.heads_q = 4;
+  c.heads_kv = 1;
+  c.seqlen_q = 70;
+  c.seqlen_k = 130;
+  c.head_dim = 128;
+  c.window_left = 40;
+  c.causal = true;
+  c.scale = 0.1f;
+  return c;
+}
+
+TEST(CAbi, InitSetsDefaults) {
+  fc_attention_args a;
+  std::memset(&a, 0x5a, sizeof a);
+  fc_attention_args_init(&a);
+  EXPECT_EQ(a.q.data, nullptr);
+  EXPECT_EQ(a.q.dtype, FC_FLOAT16);
+  EXPECT_EQ(a.lse.data, nullptr);
+  EXPECT_EQ(a.out.device, FC_DEVICE_CPU);
+  EXPECT_EQ(a.k.shape[2], 0);
+  EXPECT_EQ(a.v.strides[3], 0);
+  EXPECT_EQ(a.softmax_scale, 0.f);
+  EXPECT_EQ(a.causal, 0);
+  EXPECT_EQ(a.window_left, -1);
+  EXPECT_EQ(a.window_right, -1);
+  EXPECT_EQ(a.block_m, 0);
+  EXPECT_EQ(a.block_n, 0);
+  EXPECT_EQ(a.num_splits, 0);
+  EXPECT_EQ(a.cu_seqlens_q, nullptr);
+  EXPECT_EQ(a.block_table, nullptr);
+  fc_attention_args_init(nullptr);  // documented no-op
+}
+
+// An initialized-but-empty argument set is a valid zero-sized problem.
+TEST(CAbi, DefaultArgsAreAnEmptyProblem) {
+  fc_attention_args a;
+  fc_attention_args_init(&a);
+  EXPECT_EQ(fc_attention_forward(&a, nullptr), FC_OK) << fc_last_error();
+}
+
+TEST(CAbi, MatchesCppApiBitwise) {
+  const Case c = small_case();
+  CaseTensors cpp(c);
+  CaseTensors via_c(c);
+  ASSERT_TRUE(flashcore::attention_forward(cpp.args).ok());
+  const fc_attention_args ca = to_c(via_c.args);
+  ASSERT_EQ(fc_attention_forward(&ca, nullptr), FC_OK) << fc_last_error();
+  EXPECT_STREQ(fc_last_error(), "");
+  EXPECT_EQ(cpp.out.bytes(), via_c.out.bytes());
+  EXPECT_EQ(cpp.lse.bytes(), via_c.lse.bytes());
+}
+
+TEST(CAbi, ErrorCodesAndMessages) {
+  const Case c = small_case();
+  CaseTensors t(c);
+  fc_attention_args a = to_c(t.args);
+
+  a.k.dtype = FC_FLOAT16;
+  EXPECT_EQ(fc_attention_forward(&a, nullptr), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fc_last_error()).find("k.dtype is float16"), std::string::npos) << fc_last_error();
+  a.k.dtype = FC_BFLOAT16;
+
+  a.q.dtype = 99;  // out of the enum: reported, not undefined behaviour
+  EXPECT_EQ(fc_attention_forward(&a, nullptr), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fc_last_error()).find("q.dtype = 99"), std::string::npos) << fc_last_error();
+  a.q.dtype = FC_BFLOAT16;
+
+  const int32_t lens[3] = {0, 10, 20};
+  a.cu_seqlens_k = lens;
+  EXPECT_EQ(fc_attention_forward(&a, nullptr), FC_ERR_NOT_SUPPORTED);
+  EXPECT_NE(std::string(fc_last_error()).find("cu_seqlens_k"), std::string::npos) << fc_last_error();
+  a.cu_seqlens_k = nullptr;
+
+  a.window_right = 4;  // conflicts with causal
+  EXPECT_EQ(fc_attention_forward(&a, nullptr), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fc_last_error()).find("window_right=4"), std::string::npos) << fc_last_error();
+  a.window_right = -1;
+
+  for (fc_tensor* x : {&a.q, &a.k, &a.v, &a.out, &a.lse}) x->device = FC_DEVICE_CUDA;
+  const int code = fc_attention_forward(&a, nullptr);  // host memory labelled CUDA
+  EXPECT_NE(code, FC_OK);
+  if (!fc_built_with_cuda()) {
+    EXPECT_EQ(code, FC_ERR_NOT_SUPPORTED) << fc_last_error();
+  }
+  for (fc_tensor* x : {&a.q, &a.k, &a.v, &a.out, &a.lse}) x->device = FC_DEVICE_CPU;
+
+  EXPECT_EQ(fc_attention_forward(&a, nullptr), FC_OK) << fc_last_error();
+  EXPECT_STREQ(fc_last_error(), "");  // cleared by success
+}
+
+TEST(CAbi, NullArgsPointer) {
+  EXPECT_EQ(fc_attention_forward(nullptr, nullptr), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fc_last_error()).find("args"), std::string::npos) << fc_last_error();
+}
+
+// The last error belongs to the thread that made the call.
+TEST(CAbi, LastErrorIsThreadLocal) {
+  EXPECT_EQ(fc_attention_forward(nullptr, nullptr), FC_ERR_INVALID_ARGUMENT);
+  const std::string main_error = fc_last_error();
+  ASSERT_FALSE(main_error.empty());
+
+  std::string seen_at_start, seen_after_own_error;
+  std::thread other([&] {
+    seen_at_start = fc_last_error();
+    fc_attention_args a;
+    fc_attention_args_init(&a);
+    a.window_left = -7;
+    fc_attention_forward(&a, nullptr);
+    seen_after_own_error = fc_last_error();
+  });
+  other.join();
+
+  EXPECT_EQ(seen_at_start, "");
+  EXPECT_NE(seen_after_own_error.find("window_left = -7"), std::string::npos) << seen_after_own_error;
+  EXPECT_EQ(std::string(fc_last_error()), main_error);  // untouched by the other thread
+}
+
+TEST(CAbi, VersionAndBuildInfo) {
+  ASSERT_NE(fc_version(), nullptr);
+  EXPECT_GT(std::strlen(fc_version()), 0u);
+  EXPECT_STREQ(fc_version(), flashcore::version());
+  EXPECT_EQ(fc_built_with_cuda(), flashcore::built_with_cuda() ? 1 : 0);
+}
+
+}  // namespace
+}  // namespace fctest
