@@ -65,6 +65,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                                                      params.window_left, params.window_right};
     StaticTileScheduler<KernelParams<Traits>> scheduler{params};
 
+    Mma::prime_turns(mma_thread);
     int iter = 0;
     for (int tile = scheduler.first(); scheduler.valid(tile); tile = scheduler.next(tile), ++iter) {
       TileCoord t = scheduler.decode(tile);

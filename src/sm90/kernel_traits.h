@@ -39,6 +39,11 @@ struct KernelTraits {
   static constexpr int kProducerRegs = kNumMmaWarpGroups == 1 ? 56 : (kNumMmaWarpGroups == 2 ? 24 : 32);
   static constexpr int kConsumerRegs = kNumMmaWarpGroups == 1 ? 256 : (kNumMmaWarpGroups == 2 ? 240 : 160);
 
+  // Inter-warpgroup ping-pong: the consumer warpgroups take turns issuing
+  // their WGMMAs (named barriers), so one warpgroup's softmax runs while the
+  // tensor cores work on the other's products.
+  static constexpr bool kPingPong = kNumMmaWarpGroups > 1;
+
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
   using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;
   using AtomLayoutMma = Layout<Shape<Int<kNumMmaWarpGroups>, _1, _1>>;

@@ -48,6 +48,9 @@ struct MainloopLoad {
     PipelineState write_state = cutlass::make_producer_start_state<PipelineKV>();
 
     int iter = 0;
+    // No unrolling here: the producer runs on 24 registers (setmaxnreg), and
+    // unrolled copies of the loop would spill.
+    CUTLASS_PRAGMA_NO_UNROLL
     for (int tile = scheduler.first(); scheduler.valid(tile); tile = scheduler.next(tile), ++iter) {
       TileCoord t = scheduler.decode(tile);
       int head_kv = t.head / params.group;
@@ -68,6 +71,7 @@ struct MainloopLoad {
 
       int n_min, n_max;
       mask.n_block_range(t.m_block, n_min, n_max);
+      CUTLASS_PRAGMA_NO_UNROLL
       for (int n = n_max - 1; n >= n_min; --n) {
         pipeline_k.producer_acquire(write_state);
         copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0),

@@ -30,10 +30,23 @@ struct MainloopMma {
   using PipelineState = typename Traits::PipelineState;
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kNumWG = Traits::kNumMmaWarpGroups;
+  // Named barriers 1..kNumWG (0 is the epilogue's): barrier 1 + w opens
+  // warpgroup w's turn to issue WGMMAs.
+  static constexpr int kTurnBarrier = 1;
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
   static constexpr int kRows = 2;
   using Softmax = OnlineSoftmax<kRows>;
+
+  // Before the first tile: hands the first turn to warpgroup 0.
+  CUTE_DEVICE static void prime_turns(int mma_thread) {
+    if constexpr (Traits::kPingPong) {
+      if (mma_thread / cutlass::NumThreadsPerWarpGroup == kNumWG - 1) {
+        cutlass::arch::NamedBarrier::arrive(2 * cutlass::NumThreadsPerWarpGroup, kTurnBarrier);
+      }
+    }
+  }
 
   // Runs the whole key loop for one tile; leaves O (unnormalized) in tOrO and
   // the row statistics in softmax. n_min < n_max is required.
@@ -63,6 +76,18 @@ struct MainloopMma {
     BlockMask<kBlockM, kBlockN> mask{params.seqlen_q, params.seqlen_k, params.window_left,
                                      params.window_right};
     float rescale[kRows];
+    int const wg = mma_thread / cutlass::NumThreadsPerWarpGroup;
+    // Every batch of WGMMAs is issued inside this warpgroup's turn.
+    auto turn_begin = [&] {
+      if constexpr (Traits::kPingPong) {
+        cutlass::arch::NamedBarrier::sync(2 * cutlass::NumThreadsPerWarpGroup, kTurnBarrier + wg);
+      }
+    };
+    auto turn_end = [&] {
+      if constexpr (Traits::kPingPong) {
+        cutlass::arch::NamedBarrier::arrive(2 * cutlass::NumThreadsPerWarpGroup, kTurnBarrier + (wg + 1) % kNumWG);
+      }
+    };
 
     // P lives in rP (the accumulator's register order); tOrP views the same
     // registers as the A operand of O += P·V.
@@ -72,7 +97,10 @@ struct MainloopMma {
     // First (last-in-sequence) key block: S, mask, softmax.
     int n = n_max - 1;
     pipeline_k.consumer_wait(read_state);
-    wgmma_tile</*zero_init=*/true, /*wait=*/0>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
+    turn_begin();
+    wgmma_tile</*zero_init=*/true, /*wait=*/-1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
+    turn_end();
+    warpgroup_wait<0>();
     pipeline_k.consumer_release(read_state);
     if (mask.needs_mask(m_block, n)) mask.apply(s_rc, coord_rc, m_block, n);
     softmax.step(s_rc, rescale);
@@ -82,9 +110,11 @@ struct MainloopMma {
       PipelineState next_state = read_state;
       ++next_state;
       pipeline_k.consumer_wait(next_state);
-      wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
       pipeline_v.consumer_wait(read_state);
+      turn_begin();
+      wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
       wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+      turn_end();
       warpgroup_wait<1>();  // S_j is ready; P·V of the previous block still running
       pipeline_k.consumer_release(next_state);
       if (mask.needs_mask(m_block, n)) mask.apply(s_rc, coord_rc, m_block, n);
@@ -101,7 +131,10 @@ struct MainloopMma {
     }
 
     pipeline_v.consumer_wait(read_state);
-    wgmma_tile<false, 0>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+    turn_begin();
+    wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+    turn_end();
+    warpgroup_wait<0>();
     pipeline_v.consumer_release(read_state);
     ++read_state;
   }

@@ -1,0 +1,274 @@
+// GPU tests of the sm90 forward kernels against the float64 naive attention
+// (tests/cpp/naive_attention.h) on fresh random inputs, with every output
+// poisoned before each run. Without a CUDA device every test skips with a
+// message, so this binary also runs on CI.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <future>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "attention_case.h"
+#include "device_tensor.h"
+#include "flashcore/attention.h"
+
+namespace fctest {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                        \
+  do {                                                                            \
+    if (!cuda_device_present()) GTEST_SKIP() << "no CUDA device: GPU test skipped"; \
+  } while (0)
+
+// Fresh data every run; printed so a failure can be replayed.
+uint32_t data_seed() {
+  static const uint32_t seed = [] {
+    uint32_t s = std::random_device{}();
+    std::printf("[gpu tests] data seed %u\n", s);
+    return s;
+  }();
+  return seed;
+}
+
+struct GpuRun {
+  std::unique_ptr<DeviceTensor> q, k, v, out, lse;
+  flashcore::AttentionArgs args;
+
+  explicit GpuRun(CaseTensors& t, bool with_lse = true) {
+    q = std::make_unique<DeviceTensor>(t.q);
+    k = std::make_unique<DeviceTensor>(t.k);
+    v = std::make_unique<DeviceTensor>(t.v);
+    out = std::make_unique<DeviceTensor>(t.out);
+    lse = std::make_unique<DeviceTensor>(t.lse);
+    args = t.args;
+    args.q = q->view;
+    args.k = k->view;
+    args.v = v->view;
+    args.out = out->view;
+    args.lse = lse->view;
+    if (!with_lse) args.lse.data = nullptr;
+  }
+
+  flashcore::Status run() {
+    out->poison();
+    lse->poison();
+    flashcore::Status st = flashcore::attention_forward(args, nullptr);
+    cudaError_t err = cudaDeviceSynchronize();
+    if (st.ok() && err != cudaSuccess) {
+      return flashcore::Status(flashcore::StatusCode::kCudaError, cudaGetErrorString(err));
+    }
+    return st;
+  }
+};
+
+double lse_max_rel_err(const std::vector<double>& got, const std::vector<double>& ref) {
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isinf(ref[i])) {
+      if (!(std::isinf(got[i]) && got[i] < 0)) return INFINITY;
+      continue;
+    }
+    double e = std::fabs(got[i] - ref[i]) / std::max(1.0, std::fabs(ref[i]));
+    if (!(e <= worst)) worst = e;
+  }
+  return worst;
+}
+
+double tolerance(DType dt) { return dt == DType::kBFloat16 ? 1e-2 : 2e-3; }
+
+// The randomized sweep: >= 200 shapes covering dtypes, head dims, masks, GQA
+// ratios, layouts and awkward lengths. Shapes are fixed (seed 2026); data is not.
+std::vector<Case> sweep_cases() {
+  std::mt19937 rng(2026);
+  auto pick = [&](auto const& v) { return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)]; };
+  const std::vector<int64_t> lens = {1, 17, 63, 64, 65, 127, 128, 129, 200, 255, 256, 383, 1000, 4097};
+  const std::vector<int64_t> dims = {64, 96, 128, 256};
+  const std::vector<int64_t> groups = {1, 1, 2, 3, 4, 8};
+  std::vector<Case> cases;
+  for (int i = 0; i < 240; ++i) {
+    Case c;
+    c.dtype = i % 2 ? DType::kBFloat16 : DType::kFloat16;
+    c.head_dim = dims[(i / 2) % 4];
+    c.layout = pick(std::vector<Layout>{Layout::kBHSD, Layout::kBSHD, Layout::kStrided});
+    c.seqlen_q = rng() % 3 == 0 ? int64_t(1 + rng() % 600) : pick(lens);
+    c.seqlen_k = rng() % 2 == 0 ? c.seqlen_q : (rng() % 3 == 0 ? int64_t(1 + rng() % 600) : pick(lens));
+    c.heads_kv = 1 + rng() % 2;
+    c.heads_q = c.heads_kv * pick(groups);
+    c.batch = 1 + rng() % 2;
+    switch (rng() % 5) {
+      case 0: case 1: break;
+      case 2: c.causal = true; break;
+      case 3: c.window_left = rng() % 300; c.window_right = rng() % 2 ? 0 : int64_t(rng() % 100); break;
+      default: c.window_left = rng() % 200; break;
+    }
+    if (rng() % 8 == 0) c.scale = 0.3f;
+    // Keep the float64 reference affordable: shrink heads/batch on long sequences.
+    while (double(c.batch) * c.heads_q * c.seqlen_q * c.seqlen_k * c.head_dim > 6e8 && c.heads_q > 1) {
+      if (c.batch > 1) c.batch = 1;
+      else if (c.heads_q > c.heads_kv) c.heads_q = c.heads_kv;
+      else { c.heads_q = 1; c.heads_kv = 1; }
+    }
+    c.seed = data_seed() + uint32_t(i);
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+struct Prepared {
+  Case c;
+  std::unique_ptr<CaseTensors> host;
+  NaiveResult ref;
+};
+
+TEST(Sm90Forward, RandomSweepMatchesFloat64Reference) {
+  SKIP_WITHOUT_GPU();
+  std::vector<Case> cases = sweep_cases();
+  // The float64 references take most of the time: compute them on all cores.
+  std::vector<std::future<Prepared>> futures;
+  std::vector<Prepared> prepared(cases.size());
+  unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  for (size_t start = 0; start < cases.size(); start += workers) {
+    futures.clear();
+    for (size_t i = start; i < std::min(cases.size(), start + workers); ++i) {
+      futures.push_back(std::async(std::launch::async, [c = cases[i]] {
+        Prepared p{c, std::make_unique<CaseTensors>(c), {}};
+        p.ref = p.host->naive(c);
+        return p;
+      }));
+    }
+    for (size_t i = start; i < std::min(cases.size(), start + workers); ++i) prepared[i] = futures[i - start].get();
+  }
+  double worst[3] = {0, 0, 0};
+  double worst_lse = 0;
+  int failures = 0;
+  for (Prepared& p : prepared) {
+    GpuRun gpu(*p.host);
+    ASSERT_TRUE(gpu.q->ok() && gpu.out->ok());
+    flashcore::Status st = gpu.run();
+    ASSERT_TRUE(st.ok()) << p.c.name() << ": " << st.message();
+    double err = rel_frobenius(gpu.out->to_vector(), p.ref.out);
+    double lerr = lse_max_rel_err(gpu.lse->to_vector(), p.ref.lse);
+    int slot = int(p.c.dtype);
+    if (!(err <= worst[slot])) worst[slot] = err;
+    if (!(lerr <= worst_lse)) worst_lse = lerr;
+    bool ok = err < tolerance(p.c.dtype) && lerr < 1e-3;
+    EXPECT_TRUE(ok) << p.c.name() << ": rel err " << err << ", lse rel err " << lerr;
+    failures += !ok;
+    if (failures > 10) break;
+  }
+  std::printf("[gpu tests] sweep: %zu cases, worst rel err fp16 %.3g bf16 %.3g, worst LSE rel err %.3g\n",
+              prepared.size(), worst[int(DType::kFloat16)], worst[int(DType::kBFloat16)], worst_lse);
+}
+
+TEST(Sm90Forward, FullyMaskedRowsAreZeroWithMinusInfLse) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.dtype = DType::kBFloat16;
+  c.head_dim = 128;
+  c.heads_q = c.heads_kv = 2;
+  c.seqlen_q = 300;  // causal with seqlen_q > seqlen_k: the top 200 rows see no key
+  c.seqlen_k = 100;
+  c.causal = true;
+  c.seed = data_seed();
+  CaseTensors host(c);
+  NaiveResult ref = host.naive(c);
+  GpuRun gpu(host);
+  ASSERT_TRUE(gpu.run().ok());
+  std::vector<double> out = gpu.out->to_vector(), lse = gpu.lse->to_vector();
+  for (double x : out) ASSERT_FALSE(std::isnan(x));
+  for (int64_t h = 0; h < 2; ++h) {
+    for (int64_t i = 0; i < 200; ++i) {
+      EXPECT_TRUE(std::isinf(lse[h * 300 + i]) && lse[h * 300 + i] < 0);
+      for (int64_t d = 0; d < 128; ++d) ASSERT_EQ(out[(h * 300 + i) * 128 + d], 0.0);
+    }
+  }
+  EXPECT_LT(rel_frobenius(out, ref.out), tolerance(c.dtype));
+}
+
+TEST(Sm90Forward, EmptyKeySequenceGivesZeros) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.dtype = DType::kFloat16;
+  c.seqlen_q = 70;
+  c.seqlen_k = 0;
+  CaseTensors host(c);
+  GpuRun gpu(host);
+  flashcore::Status st = gpu.run();
+  ASSERT_TRUE(st.ok()) << st.message();
+  for (double x : gpu.out->to_vector()) ASSERT_EQ(x, 0.0);
+  for (double x : gpu.lse->to_vector()) ASSERT_TRUE(std::isinf(x) && x < 0);
+}
+
+TEST(Sm90Forward, RepeatedRunsAreBitwiseIdentical) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.dtype = DType::kBFloat16;
+  c.head_dim = 128;
+  c.batch = 2;
+  c.heads_q = 8;
+  c.heads_kv = 2;
+  c.seqlen_q = c.seqlen_k = 1031;
+  c.causal = true;
+  c.seed = data_seed();
+  CaseTensors host(c);
+  GpuRun gpu(host);
+  ASSERT_TRUE(gpu.run().ok());
+  std::vector<unsigned char> first = gpu.out->bytes(), first_lse = gpu.lse->bytes();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(gpu.run().ok());
+    ASSERT_EQ(gpu.out->bytes(), first) << "run " << i;
+    ASSERT_EQ(gpu.lse->bytes(), first_lse) << "run " << i;
+  }
+}
+
+// A sequence's output must not depend on the batch it is computed in.
+TEST(Sm90Forward, BatchInvariant) {
+  SKIP_WITHOUT_GPU();
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    Case big;
+    big.dtype = dt;
+    big.head_dim = 64;
+    big.batch = 5;
+    big.heads_q = 4;
+    big.heads_kv = 4;
+    big.seqlen_q = big.seqlen_k = 777;
+    big.causal = true;
+    big.seed = data_seed();
+    CaseTensors all(big);
+    Case one = big;
+    one.batch = 1;
+    CaseTensors single(one, /*fill=*/false);
+    // Copy batch entry 3 of `all` into the single-sequence tensors.
+    for (auto [src, dst] : {std::pair{&all.q, &single.q}, {&all.k, &single.k}, {&all.v, &single.v}}) {
+      dst->for_each_index([&](int64_t, int64_t h, int64_t s, int64_t d) { dst->set(0, h, s, d, src->get(3, h, s, d)); });
+    }
+    GpuRun ga(all), gs(single);
+    ASSERT_TRUE(ga.run().ok());
+    ASSERT_TRUE(gs.run().ok());
+    std::vector<double> oa = ga.out->to_vector(), os = gs.out->to_vector();
+    size_t per = size_t(4 * 777 * 64);
+    for (size_t i = 0; i < per; ++i) ASSERT_EQ(std::memcmp(&oa[3 * per + i], &os[i], sizeof(double)), 0) << i;
+  }
+}
+
+TEST(Sm90Forward, UncompiledTileOverrideIsAClearError) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.dtype = DType::kFloat16;
+  c.seqlen_q = c.seqlen_k = 64;
+  CaseTensors host(c);
+  GpuRun gpu(host);
+  gpu.args.config.block_n = 48;
+  flashcore::Status st = gpu.run();
+  EXPECT_EQ(st.code(), flashcore::StatusCode::kNotSupported);
+  EXPECT_NE(st.message().find("block_n=48"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace fctest
