@@ -1,6 +1,6 @@
 // Epilogue of one tile: O is normalized by 1/l, converted to the output type,
-// staged into shared memory (the tile's Q buffer, see kernel_traits.h) with
-// stmatrix, and written by one TMA store. TMA clips the rows and columns that
+// staged into shared memory (its own buffer, or Q's: see kernel_traits.h)
+// with stmatrix, and written by one TMA store. TMA clips the rows and columns that
 // fall outside the tensor, so tails need no predicates. The LSE of each row is
 // written straight from registers by the first thread of the row's quad.
 #pragma once
@@ -23,6 +23,11 @@ struct Epilogue {
   using Storage = typename Traits::SharedStorage;
   static constexpr int kEpilogueBarrier = 0;  // named barrier over the consumer threads
 
+  // Before the CTA exits: the last TMA store must have read shared memory.
+  CUTE_DEVICE static void drain(int mma_thread) {
+    if (mma_thread == 0) tma_store_wait<0>();
+  }
+
   template <class FragO, int kRows>
   CUTE_DEVICE static void store(Params const& params, Storage& storage, FragO& tOrO,
                                 float const (&inv_sum)[kRows], float const (&lse)[kRows],
@@ -36,7 +41,13 @@ struct Epilogue {
     Tensor rO = make_tensor<Element>(tOrO.layout());
     convert_into(tOrO, rO);
 
-    Tensor sO = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Traits::SmemLayoutO{});
+    Element* o_buffer = Traits::kSeparateO ? storage.smem_o.data() : storage.smem_q.data();
+    Tensor sO = make_tensor(make_smem_ptr(o_buffer), typename Traits::SmemLayoutO{});
+    if constexpr (Traits::kSeparateO) {
+      // The previous tile's store must have read the O buffer before it is reused.
+      if (mma_thread == 0) tma_store_wait<0>();
+      cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads, kEpilogueBarrier);
+    }
     auto r2s = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, typename Traits::TiledMmaPV{});
     auto thr_r2s = r2s.get_thread_slice(mma_thread);
     copy(r2s, thr_r2s.retile_S(rO), thr_r2s.partition_D(sO));
@@ -52,8 +63,10 @@ struct Epilogue {
       auto tma_o = params.tma_o.get_slice(_0{});
       copy(params.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
       tma_store_arrive();
-      tma_store_wait<0>();  // smem has been read: the buffer may take the next Q
-      storage.barrier_o.arrive();
+      if constexpr (!Traits::kSeparateO) {
+        tma_store_wait<0>();  // smem has been read: the buffer may take the next Q
+        storage.barrier_q_free.arrive();
+      }
     }
 
     if (params.lse != nullptr) {

@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_o.get_tma_descriptor());
     storage.barrier_q.init(1);
-    storage.barrier_o.init(1);
+    storage.barrier_q_free.init(Traits::kQFreeArrivals);
   }
 
   typename PipelineKV::Params pipe_params;
@@ -78,10 +78,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         Mma::run(params, storage, pipeline_k, pipeline_v, read_state, mma_thread, t.m_block, n_min,
                  n_max, tOrO, softmax);
       }
+      if constexpr (Traits::kSeparateO) storage.barrier_q_free.arrive();  // all Q·Kᵀ of this tile done
       float inv_sum[Mma::kRows], lse[Mma::kRows];
       softmax.finalize(inv_sum, lse);
       Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, mma_thread, t);
     }
+    Epilogue<Traits>::drain(mma_thread);
   }
 }
 

@@ -2,6 +2,8 @@
 // is generated from the one list in tools/gen_sm90_kernels.py.
 #pragma once
 
+#include <string>
+
 #include "common/problem.h"
 #include "flashcore/attention.h"
 
@@ -15,6 +17,9 @@ struct KernelEntry {
   LaunchFn launch;
   const char* name;
 };
+
+// Every compiled kernel (for the autotuner and diagnostics).
+const KernelEntry* kernel_table(int* count);
 
 // The kernel compiled for exactly this configuration, or nullptr.
 const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n);

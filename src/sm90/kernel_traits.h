@@ -61,8 +61,6 @@ struct KernelTraits {
   using SmemAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                              GMMA::Major::K, Element, Int<kBlockM>, Int<kHeadDim>>());
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtomQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-  // O is staged through Q's buffer: each consumer warpgroup writes its own 64
-  // rows, which only it ever read from Q, once its last Q·Kᵀ has completed.
   using SmemLayoutO = SmemLayoutQ;
 
   using SmemAtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
@@ -100,18 +98,31 @@ struct KernelTraits {
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename PipelineKV::PipelineState;
 
+  // O is staged for its TMA store in a buffer of its own when it fits, so the
+  // next tile's Q can be loaded while this tile still computes. Otherwise
+  // (head dim 256) O goes through Q's buffer: each consumer warpgroup writes
+  // its own 64 rows, which only it read from Q, after its last Q·Kᵀ; the next
+  // Q then waits for the store.
+  static constexpr int kBytesSmemQKV =
+      int(kBlockM * kHeadDim + 2 * kStages * kBlockN * kHeadDim) * int(sizeof(Element));
+  static constexpr bool kSeparateO = kBytesSmemQKV + int(kBlockM * kHeadDim * sizeof(Element)) + 2048 <= 227 * 1024;
+
   struct SharedStorage {
     // 1024-byte alignment: the 128-byte swizzle pattern repeats every 1 KiB and
     // both TMA and the WGMMA descriptors assume tiles start on that boundary.
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> smem_q;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> smem_k;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutVt>> smem_v;
+    alignas(1024) cute::array_aligned<Element, kSeparateO ? cute::cosize_v<SmemLayoutO> : 8> smem_o;
     typename PipelineKV::SharedStorage pipeline_k;
     typename PipelineKV::SharedStorage pipeline_v;
     cutlass::arch::ClusterTransactionBarrier barrier_q;  // Q tile landed
-    cutlass::arch::ClusterBarrier barrier_o;             // Q/O buffer free again
+    cutlass::arch::ClusterBarrier barrier_q_free;        // Q buffer may take the next tile's Q
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
+  // Arrivals that free the Q buffer: every consumer thread after its last
+  // Q·Kᵀ, or (when O aliases Q) the thread that waited for O's store.
+  static constexpr int kQFreeArrivals = kSeparateO ? kNumMmaThreads : 1;
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
 

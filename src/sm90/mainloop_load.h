@@ -1,7 +1,6 @@
-// Producer side of the mainloop: one elected thread of the producer warp
-// issues every TMA load of the CTA. Q is loaded once per tile into its own
-// buffer (after the previous tile's O, staged in the same buffer, has been
-// stored); K and V go through two kStages-deep rings guarded by the sm90
+// Producer side of the mainloop: one thread of the producer warp issues every
+// TMA load of the CTA. Q is loaded once per tile, as soon as the previous tile
+// has freed the Q buffer; K and V go through two kStages-deep rings guarded by the sm90
 // TMA pipelines, in the order the consumers read them (last key block first).
 #pragma once
 
@@ -64,8 +63,8 @@ struct MainloopLoad {
       Tensor tKgK = tma_k.partition_S(gK);
       Tensor tVgV = tma_v.partition_S(gVt);
 
-      // The previous tile's O left the Q buffer (its TMA store has read it).
-      if (iter > 0) storage.barrier_o.wait((iter - 1) & 1);
+      // The previous tile is done with the Q buffer (see kernel_traits.h).
+      if (iter > 0) storage.barrier_q_free.wait((iter - 1) & 1);
       storage.barrier_q.arrive_and_expect_tx(Traits::kBytesQ);
       copy(params.tma_q.with(reinterpret_cast<uint64_t&>(storage.barrier_q), 0), tQgQ, tQsQ);
 

@@ -16,6 +16,11 @@ namespace flashcore::sm90 {
 
 #include "sm90/instantiations/registry.inc"
 
+const KernelEntry* kernel_table(int* count) {
+  *count = int(sizeof(kKernelTable) / sizeof(kKernelTable[0]));
+  return kKernelTable;
+}
+
 const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n) {
   for (const KernelEntry& e : kKernelTable) {
     if (e.dtype == dtype && e.head_dim == head_dim && e.block_m == block_m && e.block_n == block_n) return &e;
