@@ -25,7 +25,7 @@ FC_PY_PINS=(
   "ml-dtypes==0.5.3"
 )
 
-fc_log() { printf '\n==> %s\n' "$*"; }
+fc_log() { printf '\n==> [%ss] %s\n' "$SECONDS" "$*"; }
 fc_die() { printf '\nERROR: %s\n' "$*" >&2; exit 1; }
 
 fc_have_gtest() {
@@ -111,9 +111,10 @@ fc_setup() {
 # CUDACXX, or in /usr/local/cuda/bin); otherwise the CPU reference only.
 fc_cuda_mode() {
   local mode="${FLASHCORE_CUDA:-AUTO}"
+  local default_nvcc="${FLASHCORE_DEFAULT_NVCC:-/usr/local/cuda/bin/nvcc}"
   if [ "$mode" != OFF ] && [ -z "${CUDACXX:-}" ] && ! command -v nvcc >/dev/null 2>&1 \
-      && [ -x /usr/local/cuda/bin/nvcc ]; then
-    export CUDACXX=/usr/local/cuda/bin/nvcc
+      && [ -x "$default_nvcc" ]; then
+    export CUDACXX="$default_nvcc"
   fi
   if [ "$mode" = AUTO ]; then
     if [ -n "${CUDACXX:-}" ] || command -v nvcc >/dev/null 2>&1; then

@@ -53,10 +53,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   __syncthreads();
 
   if (warp_group == 0) {
-    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
+    if constexpr (Traits::kRegSplit) cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
     if (is_producer_thread) MainloopLoad<Traits>::run(params, storage, pipeline_k, pipeline_v);
   } else {
-    cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+    if constexpr (Traits::kRegSplit) cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     int const mma_thread = threadIdx.x - cutlass::NumThreadsPerWarpGroup;
     typename Traits::TiledMmaPV tiled_mma_pv;
     Tensor tOrO = partition_fragment_C(tiled_mma_pv, select<0, 1>(typename Traits::TileShapePV{}));
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
     Mma::prime_turns(mma_thread);
     int iter = 0;
-    for (int tile = scheduler.first(); scheduler.valid(tile); tile = scheduler.next(tile), ++iter) {
+    for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
       TileCoord t = scheduler.decode(tile);
       int n_min, n_max;
       mask.n_block_range(t.m_block, n_min, n_max);

@@ -35,9 +35,13 @@ struct KernelTraits {
   static_assert(kBlockN % 16 == 0 && kHeadDim % 16 == 0);
 
   // Register split between the producer and the consumers (setmaxnreg). The
-  // sum over the CTA must stay within the 64K registers of an SM.
-  static constexpr int kProducerRegs = kNumMmaWarpGroups == 1 ? 56 : (kNumMmaWarpGroups == 2 ? 24 : 32);
-  static constexpr int kConsumerRegs = kNumMmaWarpGroups == 1 ? 256 : (kNumMmaWarpGroups == 2 ? 240 : 160);
+  // CTA's pool is what it launched with (384 threads x 168 for two consumer
+  // warpgroups), and 128 x 24 + 256 x 240 uses exactly that; an increase the
+  // pool cannot satisfy would block forever. With one consumer warpgroup every
+  // thread already gets 255 registers at launch: no re-split.
+  static constexpr bool kRegSplit = kNumMmaWarpGroups == 2;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
 
   // Inter-warpgroup ping-pong: the consumer warpgroups take turns issuing
   // their WGMMAs (named barriers), so one warpgroup's softmax runs while the

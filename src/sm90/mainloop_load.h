@@ -50,7 +50,7 @@ struct MainloopLoad {
     // No unrolling here: the producer runs on 24 registers (setmaxnreg), and
     // unrolled copies of the loop would spill.
     CUTLASS_PRAGMA_NO_UNROLL
-    for (int tile = scheduler.first(); scheduler.valid(tile); tile = scheduler.next(tile), ++iter) {
+    for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
       TileCoord t = scheduler.decode(tile);
       int head_kv = t.head / params.group;
       Tensor gQ = local_tile(mQ(_, _, t.head, t.batch), select<0, 2>(typename Traits::TileShapeQK{}),

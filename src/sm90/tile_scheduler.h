@@ -1,12 +1,20 @@
-// Persistent static tile scheduler: CTA b works on tiles b, b + grid, ...
-// A tile is (query block, head, batch). Tiles of one (batch, head) are
-// consecutive so concurrently running CTAs share K/V in L2. Under a causal
-// mask the query blocks are handed out from the bottom (most key blocks)
-// up, so the long tiles start first and the short ones fill the tail.
+// Persistent static tile scheduler. A tile is (query block, head, batch); CTA
+// b takes one tile per round r.
 //
-// The assignment depends only on the shape, never on timing or data, so every
-// tile is computed by the same code path in the same order: results are
-// bitwise reproducible.
+// Without a causal-like mask every tile costs the same: tiles of one
+// (batch, head) are consecutive and CTA b takes tile r*grid + b, so CTAs that
+// run at the same time share K/V in L2.
+//
+// With a causal-like mask tile costs differ (a query block sees as many key
+// blocks as lie left of its diagonal). Tiles are then ordered longest first
+// (query blocks from the bottom up, all heads of one block together) and dealt
+// in a snake: round r goes b = 0..grid-1 when r is even and back when it is
+// odd, so every CTA's total work is nearly equal (a plain round-robin gave
+// some CTAs 3x the work of others at 16k tokens).
+//
+// The assignment depends only on the shape, never on timing or data; a tile's
+// result does not depend on which CTA computes it: results are bitwise
+// reproducible and batch-invariant.
 #pragma once
 
 namespace flashcore::sm90 {
@@ -19,14 +27,24 @@ template <class Params>
 struct StaticTileScheduler {
   Params const& params;
 
-  CUTE_DEVICE int first() const { return blockIdx.x; }
-  CUTE_DEVICE int next(int tile) const { return tile + gridDim.x; }
+  // The tile of this CTA in round r; >= num_tiles when the CTA is done.
+  CUTE_DEVICE int tile_at(int r) const {
+    int g = gridDim.x, b = blockIdx.x;
+    if (!params.longest_first) return r * g + b;
+    return r * g + ((r & 1) ? g - 1 - b : b);
+  }
   CUTE_DEVICE bool valid(int tile) const { return tile < params.num_tiles; }
 
   CUTE_DEVICE TileCoord decode(int tile) const {
-    int m_idx = tile % params.num_m_blocks;
-    int bh = tile / params.num_m_blocks;
-    int m_block = params.longest_first ? params.num_m_blocks - 1 - m_idx : m_idx;
+    int m_block, bh;
+    if (params.longest_first) {
+      int heads_total = params.heads_q * params.batch;
+      m_block = params.num_m_blocks - 1 - tile / heads_total;
+      bh = tile % heads_total;
+    } else {
+      m_block = tile % params.num_m_blocks;
+      bh = tile / params.num_m_blocks;
+    }
     return {m_block, bh % params.heads_q, bh / params.heads_q};
   }
 };
