@@ -31,7 +31,7 @@ struct Epilogue {
   template <class FragO, int kRows>
   CUTE_DEVICE static void store(Params const& params, Storage& storage, FragO& tOrO,
                                 float const (&inv_sum)[kRows], float const (&lse)[kRows],
-                                int mma_thread, TileCoord const& t) {
+                                Element* q_smem, int mma_thread, TileCoord const& t) {
     Tensor o_rc = make_tensor(tOrO.data(), acc_layout_rowcol(tOrO.layout()));
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r) {
@@ -41,7 +41,7 @@ struct Epilogue {
     Tensor rO = make_tensor<Element>(tOrO.layout());
     convert_into(tOrO, rO);
 
-    Element* o_buffer = Traits::kSeparateO ? storage.smem_o.data() : storage.smem_q.data();
+    Element* o_buffer = Traits::kSeparateO ? storage.smem_o.data() : q_smem;
     Tensor sO = make_tensor(make_smem_ptr(o_buffer), typename Traits::SmemLayoutO{});
     if constexpr (Traits::kSeparateO) {
       // The previous tile's store must have read the O buffer before it is reused.
@@ -65,7 +65,7 @@ struct Epilogue {
       tma_store_arrive();
       if constexpr (!Traits::kSeparateO) {
         tma_store_wait<0>();  // smem has been read: the buffer may take the next Q
-        storage.barrier_q_free.arrive();
+        storage.barrier_q_free[0].arrive();  // one Q buffer when O aliases it
       }
     }
 

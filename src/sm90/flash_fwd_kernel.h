@@ -37,8 +37,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_o.get_tma_descriptor());
-    storage.barrier_q.init(1);
-    storage.barrier_q_free.init(Traits::kQFreeArrivals);
+    for (int i = 0; i < Traits::kQStages; ++i) {
+      storage.barrier_q[i].init(1);
+      storage.barrier_q_free[i].init(Traits::kQFreeArrivals);
+    }
   }
 
   typename PipelineKV::Params pipe_params;
@@ -73,15 +75,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       mask.n_block_range(t.m_block, n_min, n_max);
       typename Mma::Softmax softmax(params.scale_log2);
       clear(tOrO);
-      storage.barrier_q.wait(iter & 1);
+      int const qb = iter % Traits::kQStages;
+      auto* q_smem = Traits::q_buffer(storage, iter);
+      storage.barrier_q[qb].wait((iter / Traits::kQStages) & 1);
       if (n_min < n_max) {
-        Mma::run(params, storage, pipeline_k, pipeline_v, read_state, mma_thread, t.m_block, n_min,
-                 n_max, tOrO, softmax);
+        Mma::run(params, storage, pipeline_k, pipeline_v, read_state, q_smem, mma_thread, t.m_block,
+                 n_min, n_max, tOrO, softmax);
       }
-      if constexpr (Traits::kSeparateO) storage.barrier_q_free.arrive();  // all Q·Kᵀ of this tile done
+      if constexpr (Traits::kSeparateO) storage.barrier_q_free[qb].arrive();  // all Q·Kᵀ of this tile done
       float inv_sum[Mma::kRows], lse[Mma::kRows];
       softmax.finalize(inv_sum, lse);
-      Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, mma_thread, t);
+      Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, q_smem, mma_thread, t);
     }
     Epilogue<Traits>::drain(mma_thread);
   }

@@ -102,28 +102,39 @@ struct KernelTraits {
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename PipelineKV::PipelineState;
 
-  // O is staged for its TMA store in a buffer of its own when it fits, so the
-  // next tile's Q can be loaded while this tile still computes. Otherwise
-  // (head dim 256) O goes through Q's buffer: each consumer warpgroup writes
-  // its own 64 rows, which only it read from Q, after its last Q·Kᵀ; the next
-  // Q then waits for the store.
-  static constexpr int kBytesSmemQKV =
-      int(kBlockM * kHeadDim + 2 * kStages * kBlockN * kHeadDim) * int(sizeof(Element));
-  static constexpr bool kSeparateO = kBytesSmemQKV + int(kBlockM * kHeadDim * sizeof(Element)) + 2048 <= 227 * 1024;
+  // Shared-memory plan, decided by what fits in the 227 KiB of an SM:
+  //  - O is staged for its TMA store in a buffer of its own when it fits, so
+  //    the next tile's Q can be loaded while this tile still computes.
+  //    Otherwise (head dim 256) O goes through Q's buffer: each consumer
+  //    warpgroup writes its own 64 rows, which only it read from Q, after its
+  //    last Q·Kᵀ; the next Q then waits for the store.
+  //  - Q is double-buffered when that fits too: tile i+1's Q is loaded while
+  //    tile i runs, so a new tile never waits for its Q.
+  static constexpr int kBytesQTile = int(kBlockM * kHeadDim * sizeof(Element));
+  static constexpr int kBytesKVRing = int(2 * kStages * kBlockN * kHeadDim * sizeof(Element));
+  static constexpr int kSmemBudget = 227 * 1024 - 2048;  // minus barriers and alignment
+  static constexpr bool kSeparateO = 2 * kBytesQTile + kBytesKVRing <= kSmemBudget;
+  static constexpr int kQStages = kSeparateO && 3 * kBytesQTile + kBytesKVRing <= kSmemBudget ? 2 : 1;
 
   struct SharedStorage {
     // 1024-byte alignment: the 128-byte swizzle pattern repeats every 1 KiB and
     // both TMA and the WGMMA descriptors assume tiles start on that boundary.
-    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>> smem_q;
+    alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ> * kQStages> smem_q;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> smem_k;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutVt>> smem_v;
     alignas(1024) cute::array_aligned<Element, kSeparateO ? cute::cosize_v<SmemLayoutO> : 8> smem_o;
     typename PipelineKV::SharedStorage pipeline_k;
     typename PipelineKV::SharedStorage pipeline_v;
-    cutlass::arch::ClusterTransactionBarrier barrier_q;  // Q tile landed
-    cutlass::arch::ClusterBarrier barrier_q_free;        // Q buffer may take the next tile's Q
+    cutlass::arch::ClusterTransactionBarrier barrier_q[kQStages];  // Q tile landed
+    cutlass::arch::ClusterBarrier barrier_q_free[kQStages];        // Q buffer may take another Q
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
+
+  // Tile number `iter` of a CTA uses Q buffer iter % kQStages, for the
+  // (iter / kQStages)-th time: the parity its barriers wait for.
+  CUTE_DEVICE static Element* q_buffer(SharedStorage& s, int iter) {
+    return s.smem_q.data() + (iter % kQStages) * cute::cosize_v<SmemLayoutQ>;
+  }
   // Arrivals that free the Q buffer: every consumer thread after its last
   // Q·Kᵀ, or (when O aliases Q) the thread that waited for O's store.
   static constexpr int kQFreeArrivals = kSeparateO ? kNumMmaThreads : 1;

@@ -23,7 +23,6 @@ struct MainloopLoad {
 
   CUTE_DEVICE static void run(Params const& params, Storage& storage, PipelineKV& pipeline_k,
                               PipelineKV& pipeline_v) {
-    Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
     Tensor sVt = make_tensor(make_smem_ptr(storage.smem_v.data()), typename Traits::SmemLayoutVt{});
 
@@ -37,7 +36,6 @@ struct MainloopLoad {
     auto tma_q = params.tma_q.get_slice(_0{});
     auto tma_k = params.tma_k.get_slice(_0{});
     auto tma_v = params.tma_v.get_slice(_0{});
-    Tensor tQsQ = tma_q.partition_D(sQ);
     Tensor tKsK = tma_k.partition_D(sK);
     Tensor tVsV = tma_v.partition_D(sVt);
 
@@ -63,10 +61,12 @@ struct MainloopLoad {
       Tensor tKgK = tma_k.partition_S(gK);
       Tensor tVgV = tma_v.partition_S(gVt);
 
-      // The previous tile is done with the Q buffer (see kernel_traits.h).
-      if (iter > 0) storage.barrier_q_free.wait((iter - 1) & 1);
-      storage.barrier_q.arrive_and_expect_tx(Traits::kBytesQ);
-      copy(params.tma_q.with(reinterpret_cast<uint64_t&>(storage.barrier_q), 0), tQgQ, tQsQ);
+      // The tile that last used this Q buffer is done with it (kernel_traits.h).
+      int const qb = iter % Traits::kQStages, use = iter / Traits::kQStages;
+      if (use > 0) storage.barrier_q_free[qb].wait((use - 1) & 1);
+      Tensor sQ = make_tensor(make_smem_ptr(Traits::q_buffer(storage, iter)), typename Traits::SmemLayoutQ{});
+      storage.barrier_q[qb].arrive_and_expect_tx(Traits::kBytesQ);
+      copy(params.tma_q.with(reinterpret_cast<uint64_t&>(storage.barrier_q[qb]), 0), tQgQ, tma_q.partition_D(sQ));
 
       int n_min, n_max;
       mask.n_block_range(t.m_block, n_min, n_max);

@@ -52,14 +52,15 @@ struct MainloopMma {
   // the row statistics in softmax. n_min < n_max is required.
   template <class FragO>
   CUTE_DEVICE static void run(Params const& params, Storage& storage, PipelineKV& pipeline_k,
-                              PipelineKV& pipeline_v, PipelineState& read_state, int mma_thread,
-                              int m_block, int n_min, int n_max, FragO& tOrO, Softmax& softmax) {
+                              PipelineKV& pipeline_v, PipelineState& read_state, Element* q_smem,
+                              int mma_thread, int m_block, int n_min, int n_max, FragO& tOrO,
+                              Softmax& softmax) {
     typename Traits::TiledMmaQK tiled_mma_qk;
     typename Traits::TiledMmaPV tiled_mma_pv;
     auto thr_qk = tiled_mma_qk.get_thread_slice(mma_thread);
     auto thr_pv = tiled_mma_pv.get_thread_slice(mma_thread);
 
-    Tensor sQ = make_tensor(make_smem_ptr(storage.smem_q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sQ = make_tensor(make_smem_ptr(q_smem), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
     Tensor sVt = make_tensor(make_smem_ptr(storage.smem_v.data()), typename Traits::SmemLayoutVt{});
     Tensor tSrQ = thr_qk.partition_fragment_A(sQ);
