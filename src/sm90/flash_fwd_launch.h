@@ -74,7 +74,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, cudaStream_
     return Status(StatusCode::kNotSupported, "problem has more than 2^31 query tiles");
   }
   params.num_tiles = int32_t(tiles);
-  params.longest_first = p.window_right < p.seqlen_k;  // causal-like: tiles differ in length
+  params.paired_tiles = p.window_right < p.seqlen_k;  // causal-like: tiles differ in cost
 
   auto kernel = flash_fwd_kernel<Traits>;
   int const smem = Traits::kSmemBytes;

@@ -27,7 +27,7 @@ struct KernelParams {
 
   int32_t num_m_blocks = 0;
   int32_t num_tiles = 0;
-  bool longest_first = false;  // causal: hand out the tiles with the most key blocks first
+  bool paired_tiles = false;  // causal-like masks: tiles dealt in cost-balanced pairs
 };
 
 }  // namespace flashcore::sm90
