@@ -74,7 +74,6 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, cudaStream_
     return Status(StatusCode::kNotSupported, "problem has more than 2^31 query tiles");
   }
   params.num_tiles = int32_t(tiles);
-  params.paired_tiles = p.window_right < p.seqlen_k;  // causal-like: tiles differ in cost
 
   auto kernel = flash_fwd_kernel<Traits>;
   int const smem = Traits::kSmemBytes;
@@ -93,6 +92,10 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, cudaStream_
   }
   int const sms = device_sm_count(dev);
   int const grid = int(tiles < sms ? tiles : sms);
+  // Causal-like masks make tile costs differ: deal them in balanced pairs
+  // (tile_scheduler.h) once every CTA has several tiles anyway. With fewer
+  // tiles, pairing would only leave SMs idle.
+  params.paired_tiles = p.window_right < p.seqlen_k && tiles >= 2 * int64_t(sms);
   kernel<<<grid, Traits::kNumThreads, smem, stream>>>(params);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {
