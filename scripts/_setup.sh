@@ -23,6 +23,8 @@ FC_PY_PINS=(
   "pytest==8.4.2"
   "numpy==2.3.4"
   "ml-dtypes==0.5.3"
+  "nvidia-cuda-cuobjdump==13.4.92"
+  "nvidia-cuda-nvdisasm==13.4.92"
 )
 
 fc_log() { printf '\n==> [%ss] %s\n' "$SECONDS" "$*"; }
