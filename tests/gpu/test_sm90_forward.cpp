@@ -14,74 +14,12 @@
 #include <thread>
 #include <vector>
 
-#include "attention_case.h"
-#include "device_tensor.h"
 #include "flashcore/attention.h"
+#include "gpu_case.h"
 #include "sm90/kernel_registry.h"
 
 namespace fctest {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                                        \
-  do {                                                                            \
-    if (!cuda_device_present()) GTEST_SKIP() << "no CUDA device: GPU test skipped"; \
-  } while (0)
-
-// Fresh data every run; printed so a failure can be replayed.
-uint32_t data_seed() {
-  static const uint32_t seed = [] {
-    uint32_t s = std::random_device{}();
-    std::printf("[gpu tests] data seed %u\n", s);
-    return s;
-  }();
-  return seed;
-}
-
-struct GpuRun {
-  std::unique_ptr<DeviceTensor> q, k, v, out, lse;
-  flashcore::AttentionArgs args;
-
-  explicit GpuRun(CaseTensors& t, bool with_lse = true) {
-    q = std::make_unique<DeviceTensor>(t.q);
-    k = std::make_unique<DeviceTensor>(t.k);
-    v = std::make_unique<DeviceTensor>(t.v);
-    out = std::make_unique<DeviceTensor>(t.out);
-    lse = std::make_unique<DeviceTensor>(t.lse);
-    args = t.args;
-    args.q = q->view;
-    args.k = k->view;
-    args.v = v->view;
-    args.out = out->view;
-    args.lse = lse->view;
-    if (!with_lse) args.lse.data = nullptr;
-  }
-
-  flashcore::Status run() {
-    out->poison();
-    lse->poison();
-    flashcore::Status st = flashcore::attention_forward(args, nullptr);
-    cudaError_t err = cudaDeviceSynchronize();
-    if (st.ok() && err != cudaSuccess) {
-      return flashcore::Status(flashcore::StatusCode::kCudaError, cudaGetErrorString(err));
-    }
-    return st;
-  }
-};
-
-double lse_max_rel_err(const std::vector<double>& got, const std::vector<double>& ref) {
-  double worst = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (std::isinf(ref[i])) {
-      if (!(std::isinf(got[i]) && got[i] < 0)) return INFINITY;
-      continue;
-    }
-    double e = std::fabs(got[i] - ref[i]) / std::max(1.0, std::fabs(ref[i]));
-    if (!(e <= worst)) worst = e;
-  }
-  return worst;
-}
-
-double tolerance(DType dt) { return dt == DType::kBFloat16 ? 1e-2 : 2e-3; }
 
 // The randomized sweep: >= 200 shapes covering dtypes, head dims, masks, GQA
 // ratios, layouts and awkward lengths. Shapes are fixed (seed 2026); data is not.

@@ -1,0 +1,82 @@
+// Shared pieces of the GPU tests: skipping without a GPU, the per-run data
+// seed, one problem mirrored on the device (GpuRun) and error metrics.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "attention_case.h"
+#include "device_tensor.h"
+#include "flashcore/attention.h"
+
+namespace fctest {
+
+#define SKIP_WITHOUT_GPU()                                                        \
+  do {                                                                            \
+    if (!cuda_device_present()) GTEST_SKIP() << "no CUDA device: GPU test skipped"; \
+  } while (0)
+
+// Fresh data every run; printed so a failure can be replayed.
+inline uint32_t data_seed() {
+  static const uint32_t seed = [] {
+    uint32_t s = std::random_device{}();
+    std::printf("[gpu tests] data seed %u\n", s);
+    return s;
+  }();
+  return seed;
+}
+
+struct GpuRun {
+  std::unique_ptr<DeviceTensor> q, k, v, out, lse;
+  flashcore::AttentionArgs args;
+
+  explicit GpuRun(CaseTensors& t, bool with_lse = true) {
+    q = std::make_unique<DeviceTensor>(t.q);
+    k = std::make_unique<DeviceTensor>(t.k);
+    v = std::make_unique<DeviceTensor>(t.v);
+    out = std::make_unique<DeviceTensor>(t.out);
+    lse = std::make_unique<DeviceTensor>(t.lse);
+    args = t.args;
+    args.q = q->view;
+    args.k = k->view;
+    args.v = v->view;
+    args.out = out->view;
+    args.lse = lse->view;
+    if (!with_lse) args.lse.data = nullptr;
+  }
+
+  flashcore::Status run(cudaStream_t stream = nullptr) {
+    out->poison();
+    lse->poison();
+    flashcore::Status st = flashcore::attention_forward(args, stream);
+    cudaError_t err = cudaDeviceSynchronize();
+    if (st.ok() && err != cudaSuccess) {
+      return flashcore::Status(flashcore::StatusCode::kCudaError, cudaGetErrorString(err));
+    }
+    return st;
+  }
+};
+
+inline double lse_max_rel_err(const std::vector<double>& got, const std::vector<double>& ref) {
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (std::isinf(ref[i])) {
+      if (!(std::isinf(got[i]) && got[i] < 0)) return INFINITY;
+      continue;
+    }
+    double e = std::fabs(got[i] - ref[i]) / std::max(1.0, std::fabs(ref[i]));
+    if (!(e <= worst)) worst = e;
+  }
+  return worst;
+}
+
+inline double tolerance(DType dt) { return dt == DType::kBFloat16 ? 1e-2 : 2e-3; }
+
+}  // namespace fctest

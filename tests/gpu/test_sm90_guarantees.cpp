@@ -1,0 +1,250 @@
+// GPU tests of flashcore's guarantees (see docs/numerics.md): bitwise
+// determinism across streams and CUDA-graph replay, the numerics policy
+// (huge logits, NaN containment), timing independent of the data (a
+// dudect-style Welch t-test), and a small shape set for compute-sanitizer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "flashcore/attention.h"
+#include "gpu_case.h"
+
+namespace fctest {
+namespace {
+
+Case mid_case(DType dt, bool causal) {
+  Case c;
+  c.dtype = dt;
+  c.head_dim = 128;
+  c.batch = 2;
+  c.heads_q = 8;
+  c.heads_kv = 2;
+  c.seqlen_q = c.seqlen_k = 700;
+  c.causal = causal;
+  c.seed = data_seed() + 11;
+  return c;
+}
+
+TEST(Sm90Guarantees, BitwiseIdenticalAcrossStreamsAndGraphReplay) {
+  SKIP_WITHOUT_GPU();
+  Case c = mid_case(DType::kBFloat16, true);
+  CaseTensors host(c);
+  GpuRun gpu(host);
+  ASSERT_TRUE(gpu.run().ok());
+  const std::vector<unsigned char> ref = gpu.out->bytes(), ref_lse = gpu.lse->bytes();
+
+  cudaStream_t s1, s2;
+  FC_CUDA_OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  FC_CUDA_OK(cudaStreamCreate(&s2));
+  for (cudaStream_t s : {s1, s2}) {
+    ASSERT_TRUE(gpu.run(s).ok());
+    EXPECT_EQ(gpu.out->bytes(), ref);
+    EXPECT_EQ(gpu.lse->bytes(), ref_lse);
+  }
+  // Capture one call in a graph, replay it 20 times.
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  FC_CUDA_OK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
+  flashcore::Status st = flashcore::attention_forward(gpu.args, s1);
+  FC_CUDA_OK(cudaStreamEndCapture(s1, &graph));
+  ASSERT_TRUE(st.ok()) << st.message();
+  FC_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 20; ++i) {
+    gpu.out->poison();
+    FC_CUDA_OK(cudaGraphLaunch(exec, s1));
+    FC_CUDA_OK(cudaStreamSynchronize(s1));
+    ASSERT_EQ(gpu.out->bytes(), ref) << "replay " << i;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s1);
+  cudaStreamDestroy(s2);
+}
+
+// Scaled logits up to about ±1e4: the running max must survive (no overflow,
+// no NaN) and the result still match float64.
+TEST(Sm90Guarantees, HugeLogitsKeepTheMax) {
+  SKIP_WITHOUT_GPU();
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    Case c;
+    c.dtype = dt;
+    c.head_dim = 64;
+    c.heads_q = c.heads_kv = 4;
+    c.seqlen_q = c.seqlen_k = 333;
+    c.causal = true;
+    c.scale = 1.0f;
+    c.seed = data_seed() + 5;
+    CaseTensors host(c);
+    // |q|, |k| up to 40: dot products (= scaled logits) reach ~1e4.
+    host.q.for_each_index([&](int64_t b, int64_t h, int64_t s, int64_t d) { host.q.set(b, h, s, d, 40 * host.q.get(b, h, s, d)); });
+    host.k.for_each_index([&](int64_t b, int64_t h, int64_t s, int64_t d) { host.k.set(b, h, s, d, 40 * host.k.get(b, h, s, d)); });
+    NaiveResult ref = host.naive(c);
+    double max_lse = 0;
+    for (double x : ref.lse) max_lse = std::max(max_lse, std::fabs(x));
+    EXPECT_GT(max_lse, 3000.0) << "the test must really produce huge logits";
+    GpuRun gpu(host);
+    ASSERT_TRUE(gpu.run().ok());
+    std::vector<double> out = gpu.out->to_vector(), lse = gpu.lse->to_vector();
+    for (double x : out) ASSERT_TRUE(std::isfinite(x));
+    EXPECT_LT(rel_frobenius(out, ref.out), 2e-2);
+    EXPECT_LT(lse_max_rel_err(lse, ref.lse), 1e-3);
+  }
+}
+
+// A NaN in the inputs reaches only the rows that use it; every other row is
+// bitwise what it was without the NaN.
+TEST(Sm90Guarantees, NaNStaysInTheRowsItTouches) {
+  SKIP_WITHOUT_GPU();
+  Case c = mid_case(DType::kFloat16, /*causal=*/false);
+  const int64_t S = c.seqlen_q, D = c.head_dim, Hq = c.heads_q, group = c.heads_q / c.heads_kv;
+  CaseTensors clean(c);
+  GpuRun g0(clean);
+  ASSERT_TRUE(g0.run().ok());
+  const std::vector<double> base = g0.out->to_vector();
+  auto row_of = [&](int64_t b, int64_t h, int64_t i) { return ((b * Hq + h) * S + i) * D; };
+
+  enum Where { kQ, kK, kV };
+  for (Where w : {kQ, kK, kV}) {
+    CaseTensors t(c);
+    // Same data as `clean` (same seed), then one NaN: batch 1, row 77.
+    if (w == kQ) t.q.set(1, 5, 77, 3, NAN);
+    if (w == kK) t.k.set(1, 1, 77, 3, NAN);
+    if (w == kV) t.v.set(1, 1, 77, 3, NAN);
+    GpuRun g(t);
+    ASSERT_TRUE(g.run().ok());
+    std::vector<double> out = g.out->to_vector();
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t h = 0; h < Hq; ++h)
+        for (int64_t i = 0; i < S; ++i) {
+          // q: only (1, 5, 77) is touched. k/v: every row of the query heads
+          // that share KV head 1 in batch 1 attends key 77 (no mask here).
+          bool touched = w == kQ ? (b == 1 && h == 5 && i == 77) : (b == 1 && h / group == 1);
+          const double* o = &out[row_of(b, h, i)];
+          const double* o0 = &base[row_of(b, h, i)];
+          if (touched) {
+            bool any_nan = false;
+            for (int64_t d = 0; d < D; ++d) any_nan |= std::isnan(o[d]);
+            // A NaN in q or k spoils the whole row; in v only its column.
+            EXPECT_TRUE(any_nan) << "row (" << b << "," << h << "," << i << ") should carry the NaN";
+          } else {
+            ASSERT_EQ(std::memcmp(o, o0, D * sizeof(double)), 0)
+                << "NaN leaked into row (" << b << "," << h << "," << i << ") from " << int(w);
+          }
+        }
+  }
+}
+
+// dudect-style: time one shape on fixed classes of input, interleaved in a
+// random order; Welch's t between every class and the random-normal one must
+// stay under 4.5.
+TEST(Sm90Guarantees, TimingDoesNotDependOnTheData) {
+  SKIP_WITHOUT_GPU();
+  Case c;
+  c.dtype = DType::kFloat16;
+  c.head_dim = 64;
+  c.heads_q = c.heads_kv = 16;
+  c.seqlen_q = c.seqlen_k = 512;
+  c.seed = data_seed() + 3;
+  const char* names[] = {"random", "all-equal", "huge", "one-key-dominates"};
+  std::vector<std::unique_ptr<CaseTensors>> hosts;
+  std::vector<std::unique_ptr<GpuRun>> runs;
+  std::mt19937 rng(c.seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (int k = 0; k < 4; ++k) {
+    hosts.push_back(std::make_unique<CaseTensors>(c));
+    CaseTensors& t = *hosts.back();
+    for (HostTensor* x : {&t.q, &t.k, &t.v}) {
+      x->for_each_index([&](int64_t b, int64_t h, int64_t s, int64_t d) {
+        double val = normal(rng);
+        if (k == 1) val = 0.25;                           // all equal
+        if (k == 2) val *= 200.0;                         // huge magnitudes
+        if (k == 3 && x == &t.k) val = (s == 7) ? 8.0 : 0.01 * val;  // key 7 dominates every row
+        x->set(b, h, s, d, val);
+      });
+    }
+    runs.push_back(std::make_unique<GpuRun>(t, /*with_lse=*/false));
+  }
+  cudaStream_t stream;
+  FC_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  FC_CUDA_OK(cudaEventCreate(&e0));
+  FC_CUDA_OK(cudaEventCreate(&e1));
+  std::vector<std::vector<double>> times(4);
+  const int kPerClass = 10000;
+  for (int i = 0; i < 200; ++i) (void)flashcore::attention_forward(runs[i % 4]->args, stream);  // warm up
+  std::vector<int> order;
+  for (int k = 0; k < 4; ++k) order.insert(order.end(), kPerClass, k);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int k : order) {
+    FC_CUDA_OK(cudaEventRecord(e0, stream));
+    ASSERT_TRUE(flashcore::attention_forward(runs[k]->args, stream).ok());
+    FC_CUDA_OK(cudaEventRecord(e1, stream));
+    FC_CUDA_OK(cudaEventSynchronize(e1));
+    float ms;
+    FC_CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    times[k].push_back(ms * 1000.0);
+  }
+  // Crop the launch hiccups: drop everything above the pooled 95th percentile.
+  std::vector<double> pooled;
+  for (auto& v : times) pooled.insert(pooled.end(), v.begin(), v.end());
+  std::nth_element(pooled.begin(), pooled.begin() + pooled.size() * 95 / 100, pooled.end());
+  const double cut = pooled[pooled.size() * 95 / 100];
+  auto stats = [&](const std::vector<double>& v, double& mean, double& var, double& n) {
+    mean = var = n = 0;
+    for (double x : v) if (x <= cut) { mean += x; n += 1; }
+    mean /= n;
+    for (double x : v) if (x <= cut) var += (x - mean) * (x - mean);
+    var /= (n - 1);
+  };
+  double m0, v0, n0;
+  stats(times[0], m0, v0, n0);
+  for (int k = 1; k < 4; ++k) {
+    double m, v, n;
+    stats(times[k], m, v, n);
+    double t = (m - m0) / std::sqrt(v / n + v0 / n0);
+    std::printf("[gpu tests] timing: %-18s vs random: mean %.3f vs %.3f us, Welch t = %+.2f (n = %.0f, %.0f)\n",
+                names[k], m, m0, t, n, n0);
+    EXPECT_LT(std::fabs(t), 4.5) << names[k];
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaStreamDestroy(stream);
+}
+
+// Small shapes covering tails, masks, GQA and every head dim and dtype, cheap
+// enough to run under compute-sanitizer (memcheck, racecheck, synccheck):
+//   compute-sanitizer --tool memcheck flashcore_gpu_tests --gtest_filter='*SanitizerSubset*'
+TEST(Sm90Guarantees, SanitizerSubset) {
+  SKIP_WITHOUT_GPU();
+  int i = 0;
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    for (int64_t d : {64, 96, 128, 256}) {
+      Case c;
+      c.dtype = dt;
+      c.head_dim = d;
+      c.layout = i % 2 ? Layout::kBSHD : Layout::kStrided;
+      c.heads_kv = 1;
+      c.heads_q = 3;
+      c.seqlen_q = 1 + (37 * i) % 200;
+      c.seqlen_k = 129 + (53 * i) % 150;
+      c.causal = i % 3 == 0;
+      if (i % 3 == 1) c.window_left = 40, c.window_right = 9;
+      c.seed = data_seed() + 101 * uint32_t(i);
+      ++i;
+      CaseTensors host(c);
+      NaiveResult ref = host.naive(c);
+      GpuRun gpu(host);
+      flashcore::Status st = gpu.run();
+      ASSERT_TRUE(st.ok()) << c.name() << ": " << st.message();
+      EXPECT_LT(rel_frobenius(gpu.out->to_vector(), ref.out), tolerance(dt)) << c.name();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fctest
