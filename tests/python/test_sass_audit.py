@@ -70,6 +70,53 @@ def test_taint_flows_through_registers_and_is_cleared_by_overwrites():
     assert len(rep.violations) == 1 and "@P1 BRA" in rep.violations[0]
 
 
+def test_predicated_writes_are_tracked_precisely_but_soundly():
+    def run(lines):
+        return audit.analyze("k", [audit.parse_insn(a * 16, t) for a, t in enumerate(lines)])
+    # R9 holds data; it is rewritten under !P0 and read under !P0 only: clean.
+    same_guard = run([
+        "LDG.E R9, desc[UR4][R6.64]",
+        "ISETP.NE.AND P0, PT, R1, RZ, PT",
+        "@!P0 IMAD.U32 R9, RZ, RZ, UR16",
+        "@!P0 PRMT R8, R9, 0x7610, R8",
+        "PRMT R8, R8, 0x9910, RZ",
+        "ISETP.NE.AND P1, PT, R8, RZ, PT",
+        "@!P1 BRA 0x90",
+        "EXIT",
+    ])
+    assert same_guard.violations == []
+    # Rewritten under both P0 and !P0: clean afterwards.
+    both_guards = run([
+        "LDG.E R4, desc[UR4][R6.64]",
+        "ISETP.NE.AND P0, PT, R1, RZ, PT",
+        "@P0 IMAD R4, R2, R3, RZ",
+        "@!P0 IMAD R4, R2, 0x2, RZ",
+        "ISETP.GE.AND P1, PT, R4, UR5, PT",
+        "@!P1 BRA 0x70",
+        "EXIT",
+    ])
+    assert both_guards.violations == []
+    # Rewritten under P0 only: on the !P0 path R4 still holds the data.
+    one_guard = run([
+        "LDG.E R4, desc[UR4][R6.64]",
+        "ISETP.NE.AND P0, PT, R1, RZ, PT",
+        "@P0 IMAD R4, R2, R3, RZ",
+        "ISETP.GE.AND P1, PT, R4, UR5, PT",
+        "@!P1 BRA 0x60",
+        "EXIT",
+    ])
+    assert len(one_guard.violations) == 1
+    # A PRMT that keeps a loaded byte keeps the taint.
+    kept_byte = run([
+        "LDS.U8 R5, [R2]",
+        "PRMT R8, R5, 0x7610, RZ",
+        "ISETP.NE.AND P1, PT, R8, RZ, PT",
+        "@P1 BRA 0x50",
+        "EXIT",
+    ])
+    assert len(kept_byte.violations) == 1
+
+
 # ----------------------------------------------------------------- planted leaks
 def test_audit_catches_planted_data_dependent_branches(tmp_path):
     nvcc = _nvcc()
