@@ -9,6 +9,7 @@
 #include <string>
 
 #include "sm90/device_info.h"
+#include "sm90/gqa_pack.h"
 #include "sm90/kernel_registry.h"
 #include "sm90/tuning_table.h"
 
@@ -49,8 +50,9 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
   if (p.seqlen_q >= (int64_t(1) << 30) || p.seqlen_k >= (int64_t(1) << 30)) {
     return Status(StatusCode::kNotSupported, "sequence lengths must be below 2^30 on the GPU");
   }
-  int64_t const tiles_128 = (p.seqlen_q + 127) / 128 * p.heads_q * p.batch;
-  TileChoice tile = tuned_tile(p.dtype, int(p.head_dim), tiles_128, device_sm_count(p.device_index));
+  int64_t const tiles_128 = packs_gqa(p) ? p.heads_kv * p.batch  // decode: one tile per KV head
+                                         : (p.seqlen_q + 127) / 128 * p.heads_q * p.batch;
+  TileChoice tile = tuned_tile(p.dtype, int(p.head_dim), tiles_128, device_sm_count(p.device_index), packs_gqa(p));
   if (p.config.block_m > 0) tile.block_m = p.config.block_m;
   if (p.config.block_n > 0) tile.block_n = p.config.block_n;
   if (p.config.num_splits > 1) {
