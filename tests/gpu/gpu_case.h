@@ -64,6 +64,13 @@ struct GpuRun {
   }
 };
 
+// Copies batch entry `b` of `src` (q, k, v) into batch entry 0 of `dst`.
+inline void copy_sequence(const CaseTensors& src, int64_t b, CaseTensors& dst) {
+  for (auto [from, to] : {std::pair{&src.q, &dst.q}, {&src.k, &dst.k}, {&src.v, &dst.v}}) {
+    to->for_each_index([&](int64_t, int64_t h, int64_t s, int64_t d) { to->set(0, h, s, d, from->get(b, h, s, d)); });
+  }
+}
+
 inline double lse_max_rel_err(const std::vector<double>& got, const std::vector<double>& ref) {
   double worst = 0;
   for (size_t i = 0; i < ref.size(); ++i) {

@@ -220,10 +220,7 @@ TEST(Sm90Forward, BatchInvariant) {
     Case one = big;
     one.batch = 1;
     CaseTensors single(one, /*fill=*/false);
-    // Copy batch entry 3 of `all` into the single-sequence tensors.
-    for (auto [src, dst] : {std::pair{&all.q, &single.q}, {&all.k, &single.k}, {&all.v, &single.v}}) {
-      dst->for_each_index([&](int64_t, int64_t h, int64_t s, int64_t d) { dst->set(0, h, s, d, src->get(3, h, s, d)); });
-    }
+    copy_sequence(all, 3, single);
     GpuRun ga(all), gs(single);
     ASSERT_TRUE(ga.run().ok());
     ASSERT_TRUE(gs.run().ok());
@@ -263,9 +260,7 @@ TEST(Sm90Forward, GqaPackedDecode) {
     Case one = c;
     one.batch = 1;
     CaseTensors single(one, /*fill=*/false);
-    for (auto [src, dst] : {std::pair{&host.q, &single.q}, {&host.k, &single.k}, {&host.v, &single.v}}) {
-      dst->for_each_index([&](int64_t, int64_t h, int64_t s, int64_t d) { dst->set(0, h, s, d, src->get(2, h, s, d)); });
-    }
+    copy_sequence(host, 2, single);
     GpuRun gs(single);
     ASSERT_TRUE(gs.run().ok());
     std::vector<double> all = gpu.out->to_vector(), alone = gs.out->to_vector();
