@@ -31,7 +31,8 @@ struct KernelTraits {
   static constexpr int kNumMmaWarpGroups = kBlockM / 64;
   static constexpr int kNumMmaThreads = kNumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
   static constexpr int kNumThreads = kNumMmaThreads + cutlass::NumThreadsPerWarpGroup;
-  static_assert(kBlockM % 64 == 0 && kNumMmaWarpGroups >= 1 && kNumMmaWarpGroups <= 3);
+  // One or two consumer warpgroups: the register split below is worked out for those.
+  static_assert(kBlockM == 64 || kBlockM == 128);
   static_assert(kBlockN % 16 == 0 && kHeadDim % 16 == 0);
 
   // Register split between the producer and the consumers (setmaxnreg). The
@@ -110,11 +111,10 @@ struct KernelTraits {
   //    last Q·Kᵀ; the next Q then waits for the store.
   //  - Q is double-buffered when that fits too: tile i+1's Q is loaded while
   //    tile i runs, so a new tile never waits for its Q.
-  static constexpr int kBytesQTile = int(kBlockM * kHeadDim * sizeof(Element));
-  static constexpr int kBytesKVRing = int(2 * kStages * kBlockN * kHeadDim * sizeof(Element));
+  static constexpr int kBytesKVRing = int(2 * kStages * kBytesKV);
   static constexpr int kSmemBudget = 227 * 1024 - 2048;  // minus barriers and alignment
-  static constexpr bool kSeparateO = 2 * kBytesQTile + kBytesKVRing <= kSmemBudget;
-  static constexpr int kQStages = kSeparateO && 3 * kBytesQTile + kBytesKVRing <= kSmemBudget ? 2 : 1;
+  static constexpr bool kSeparateO = int(2 * kBytesQ) + kBytesKVRing <= kSmemBudget;
+  static constexpr int kQStages = kSeparateO && int(3 * kBytesQ) + kBytesKVRing <= kSmemBudget ? 2 : 1;
 
   struct SharedStorage {
     // 1024-byte alignment: the 128-byte swizzle pattern repeats every 1 KiB and
