@@ -27,6 +27,31 @@
  *   causal != 0 means window_right = 0. A row with no allowed key outputs
  *   zeros and lse = -inf.
  *
+ * Serving (the same rules as attention.h's AttentionArgs)
+ *   Variable-length batch: set cu_seqlens_q and cu_seqlens_k (int32 prefix
+ *   sums, num_seqs + 1 entries each, starting at 0). q/out are then packed
+ *   (1, Hq, total_q, D), lse (1, Hq, total_q, 1), k/v (1, Hkv, total_k, D);
+ *   sequence b owns q rows [cu_seqlens_q[b], cu_seqlens_q[b+1]) and key rows
+ *   [cu_seqlens_k[b], cu_seqlens_k[b+1]). max_seqlen_q/max_seqlen_k bound
+ *   every sequence's length. Masks are bottom-right aligned per sequence.
+ *   KV cache: set cache_seqlens (int32, B entries). q is (B, Hq, Sq, D) and
+ *   sequence b attends to the first cache_seqlens[b] + S_new keys of its
+ *   cache: contiguous k/v (B, Hkv, capacity, D), or, with block_table, a
+ *   page pool k/v (num_pages, Hkv, page_size, D), page_size a multiple of
+ *   16, and block_table (B, max_pages_per_seq) int32 with row stride
+ *   block_table_stride: key j of sequence b is row j % page_size of page
+ *   block_table[b * block_table_stride + j / page_size]. Optional k_new/v_new
+ *   (B, Hkv, S_new, D) are written into the cache at
+ *   [cache_seqlens[b], cache_seqlens[b] + S_new) before attention runs
+ *   (cache_seqlens itself is not updated). cu_seqlens_q with cache_seqlens
+ *   is FC_ERR_NOT_SUPPORTED for now.
+ *   Metadata arrays live where the tensors live (device memory of the same
+ *   GPU for CUDA tensors). fc_attention_forward() checks their shapes and
+ *   combinations, never their contents, on CUDA (the kernels clip every
+ *   index); fc_check_serving_metadata() checks the contents. The CPU backend
+ *   always checks the contents.
+ *   A sequence with no keys outputs zeros and lse = -inf.
+ *
  * Errors
  *   Functions returning int return an fc_status value. On failure nothing is
  *   written to out/lse, and fc_last_error() names the offending argument.
@@ -96,17 +121,31 @@ typedef struct fc_attention_args {
   int32_t block_n;
   int32_t num_splits;
 
-  /* Reserved for the variable-length and KV-cache entry points; must be NULL. */
-  const int32_t* cu_seqlens_q;
-  const int32_t* cu_seqlens_k;
-  const int32_t* cache_seqlens;
-  const int32_t* block_table;
+  /* Serving metadata (see "Serving" above); NULL for a plain call. int32
+   * arrays on the tensors' device, 4-byte aligned. */
+  const int32_t* cu_seqlens_q;  /* num_seqs + 1 prefix sums of the q rows */
+  const int32_t* cu_seqlens_k;  /* num_seqs + 1 prefix sums of the k/v rows */
+  const int32_t* cache_seqlens; /* B tokens already in each sequence's cache */
+  const int32_t* block_table;   /* (B, max_pages_per_seq), row stride block_table_stride */
+
+  /* Fields below were added after the first release; fc_attention_args_init
+   * sets them to "not used". */
+  int64_t num_seqs;             /* with cu_seqlens_q: the batch; else 0 */
+  int64_t max_seqlen_q;         /* with cu_seqlens_q: bound on every q length; else 0 */
+  int64_t max_seqlen_k;         /* with cu_seqlens_q: bound on every k length; else 0 */
+  int64_t block_table_stride;   /* with block_table: >= max_pages_per_seq; else 0 */
+  int64_t max_pages_per_seq;    /* with block_table: > 0; else 0 */
+  fc_tensor k_new;              /* optional (k_new.data == NULL: none): (B, Hkv, S_new, D) */
+  fc_tensor v_new;              /* with k_new: same shape and dtype */
+  void* workspace;              /* split-KV workspace (CUDA): fc_attention_workspace_size() bytes, 16-byte aligned */
+  int64_t workspace_bytes;      /* size of workspace in bytes */
 } fc_attention_args;
 
-/* Sets every field of *args to its default: all tensors empty (NULL data,
- * zero shape and strides, float16, CPU), softmax_scale 0, causal 0, both
- * windows -1, kernel overrides 0, reserved pointers NULL. Does nothing when
- * args is NULL. */
+/* Sets every field of *args to its default: all tensors (k_new and v_new
+ * included) empty (NULL data, zero shape and strides, float16, CPU),
+ * softmax_scale 0, causal 0, both windows -1, kernel overrides 0, serving
+ * pointers NULL and their sizes 0, no workspace. Does nothing when args is
+ * NULL. */
 FC_API void fc_attention_args_init(fc_attention_args* args);
 
 /* Runs attention. CPU tensors run on the multi-threaded CPU reference
@@ -117,9 +156,26 @@ FC_API void fc_attention_args_init(fc_attention_args* args);
  * FC_ERR_INVALID_ARGUMENT. Never aborts on bad input. */
 FC_API int fc_attention_forward(const fc_attention_args* args, void* stream);
 
-/* The message of the last failed fc_attention_forward() call made by the
- * calling thread, or "" if that call succeeded or none was made. The pointer
- * stays valid until this thread's next fc_attention_forward() call. */
+/* Stores in *bytes the workspace fc_attention_forward(args) needs (0 when
+ * none; always 0 for CPU tensors). Reads only shapes and flags, never
+ * tensor or metadata contents. Validates args like fc_attention_forward();
+ * returns FC_OK or an error code (args or bytes NULL: FC_ERR_INVALID_ARGUMENT). */
+FC_API int fc_attention_workspace_size(const fc_attention_args* args, int64_t* bytes);
+
+/* Checks the serving metadata's contents: cu_seqlens start at 0, never
+ * decrease, end at the packed row counts, every length within
+ * max_seqlen_q/k; cache_seqlens[b] >= 0 and cache_seqlens[b] + S_new within
+ * the capacity; the block-table entries of the pages in use inside
+ * [0, num_pages). For CUDA tensors it copies the metadata to the host on
+ * `stream` and synchronizes it: an API-boundary or debugging check, not for
+ * the hot path or CUDA-graph capture. FC_OK when args is valid (a plain call
+ * has no metadata and passes); else an error code and fc_last_error(). */
+FC_API int fc_check_serving_metadata(const fc_attention_args* args, void* stream);
+
+/* The message of the last failed flashcore call (any function above that
+ * returns an fc_status) made by the calling thread, or "" if that call
+ * succeeded or none was made. The pointer stays valid until this thread's
+ * next such call. */
 FC_API const char* fc_last_error(void);
 
 /* Library version, "MAJOR.MINOR.PATCH". Static storage. */

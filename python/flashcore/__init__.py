@@ -177,6 +177,22 @@ def _allocate(lib: str, like, shape, dtype_like: bool):
     raise TypeError(f"cannot allocate arrays for library {lib!r}")  # unreachable
 
 
+def _workspace_allocator(lib: str, like):
+    """A callable nbytes -> uint8 array on `like`'s device, in `like`'s
+    library (split-KV workspace; PyTorch's caching allocator makes it cheap
+    and CUDA-graph safe)."""
+    def alloc(nbytes: int):
+        if lib == "torch":
+            torch = sys.modules["torch"]
+            return torch.empty(nbytes, dtype=torch.uint8, device=like.device)
+        if lib == "cupy":
+            cupy = sys.modules["cupy"]
+            with like.device:
+                return cupy.empty(nbytes, dtype=cupy.uint8)
+        return np.empty(nbytes, dtype=np.uint8)
+    return alloc
+
+
 def _current_stream(lib: str, q) -> int:
     if lib == "torch" and q.is_cuda:
         torch = sys.modules["torch"]
@@ -300,7 +316,13 @@ def attention(
         block_n=cfg[1],
         num_splits=cfg[2],
         stream=stream_value,
+        alloc_workspace=_workspace_allocator(lib, q),
     )
     if return_lse:
         return out, lse
     return out
+
+
+from .serving import attention_varlen, attention_with_kvcache  # noqa: E402 (uses the helpers above)
+
+__all__ += ["attention_varlen", "attention_with_kvcache"]

@@ -89,48 +89,100 @@ void set_device(const char* name, int device_type, int device_id, flashcore::Ten
   }
 }
 
-// A rank-4 array read as (B, H, S, D). With `bshd` the array's axes are
-// (B, S, H, D) and axes 1 and 2 are swapped here: shape and strides only, no copy.
+// How the axes of a Python array map to the library's (B, H, S, D).
+//   bhsd: (B, H, S, D) as is;  bshd: (B, S, H, D), axes 1 and 2 swapped;
+//   thd: packed variable-length rows (T, H, D), seen as (1, H, T, D).
+// Shape and strides only, never a copy.
+enum class Layout { kBHSD, kBSHD, kTHD };
+
+Layout parse_layout(const std::string& layout) {
+  if (layout == "bhsd") return Layout::kBHSD;
+  if (layout == "bshd") return Layout::kBSHD;
+  if (layout == "thd") return Layout::kTHD;
+  throw nb::value_error(("layout: expected 'bhsd', 'bshd' or 'thd', got '" + layout + "'").c_str());
+}
+
+[[noreturn]] void throw_ndim(const char* name, const char* what, size_t ndim) {
+  throw nb::value_error(
+      (std::string(name) + ": expected " + what + ", got " + std::to_string(ndim) + " dimensions").c_str());
+}
+
 template <typename Array>
-flashcore::TensorView make_view(const char* name, const Array& a, bool bshd, bool uint16_is_bf16) {
-  if (a.ndim() != 4)
-    throw nb::value_error((std::string(name) + ": expected a 4-d array, got " +
-                           std::to_string(a.ndim()) + " dimensions")
-                              .c_str());
+flashcore::TensorView make_view(const char* name, const Array& a, Layout layout, bool uint16_is_bf16) {
+  const bool packed = layout == Layout::kTHD;
+  if (a.ndim() != (packed ? 3u : 4u)) {
+    throw_ndim(name, packed ? "a 3-d (tokens, heads, head_dim) array" : "a 4-d array", a.ndim());
+  }
   flashcore::TensorView v;
   v.data = const_cast<void*>(static_cast<const void*>(a.data()));
   v.dtype = to_dtype(name, a.dtype(), uint16_is_bf16);
   set_device(name, a.device_type(), a.device_id(), v);
-  static constexpr int kBhsd[4] = {0, 1, 2, 3};
-  static constexpr int kBshd[4] = {0, 2, 1, 3};
-  const int* perm = bshd ? kBshd : kBhsd;
+  // perm[i]: the array axis of library axis i; -1 is the batch of 1.
+  static constexpr int kPerm[3][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}, {-1, 1, 0, 2}};
+  const int* perm = kPerm[static_cast<int>(layout)];
   for (int i = 0; i < 4; ++i) {
-    v.shape[i] = static_cast<int64_t>(a.shape(perm[i]));
-    v.stride[i] = a.stride(perm[i]);  // nanobind reports strides in elements
+    v.shape[i] = perm[i] < 0 ? 1 : static_cast<int64_t>(a.shape(perm[i]));
+    v.stride[i] = perm[i] < 0 ? 0 : a.stride(perm[i]);  // nanobind reports strides in elements
   }
   return v;
 }
 
-// The log-sum-exp output: (B, H, Sq) or (B, H, Sq, 1), float32. The library
-// sees it as (B, H, Sq, 1).
-flashcore::TensorView make_lse_view(const OutArray& a) {
+// The log-sum-exp output, float32, seen by the library as (B, H, Sq, 1):
+// (B, H, Sq) or (B, H, Sq, 1) arrays, or (H, total_q) for packed rows.
+flashcore::TensorView make_lse_view(const OutArray& a, Layout layout) {
   flashcore::TensorView v;
-  if (a.ndim() == 3 || (a.ndim() == 4 && a.shape(3) == 1)) {
+  if (layout == Layout::kTHD) {
+    if (a.ndim() != 2) throw_ndim("lse", "a (heads, total_q) array", a.ndim());
+    v.shape[0] = 1;
+    for (int i = 0; i < 2; ++i) {
+      v.shape[i + 1] = static_cast<int64_t>(a.shape(i));
+      v.stride[i + 1] = a.stride(i);
+    }
+  } else if (a.ndim() == 3 || (a.ndim() == 4 && a.shape(3) == 1)) {
     for (int i = 0; i < 3; ++i) {
       v.shape[i] = static_cast<int64_t>(a.shape(i));
       v.stride[i] = a.stride(i);
     }
-    v.shape[3] = 1;
-    v.stride[3] = 1;
   } else {
-    throw nb::value_error(("lse: expected a (batch, heads, seqlen_q) array, got " +
-                           std::to_string(a.ndim()) + " dimensions")
-                              .c_str());
+    throw_ndim("lse", "a (batch, heads, seqlen_q) array", a.ndim());
   }
+  v.shape[3] = 1;
+  v.stride[3] = 1;
   v.data = a.data();
   v.dtype = to_dtype("lse", a.dtype(), false);
   set_device("lse", a.device_type(), a.device_id(), v);
   return v;
+}
+
+// A serving metadata array: int32, `ndim` dims, rows contiguous, on q's
+// device (the library reads it there). Returns its data; *rows and *cols
+// receive its shape (cols 1 for 1-d), *row_stride its row stride in elements.
+const int32_t* index_array(const char* name, const InArray& a, size_t ndim, const flashcore::TensorView& q,
+                           int64_t* rows, int64_t* cols = nullptr, int64_t* row_stride = nullptr) {
+  using code = nb::dlpack::dtype_code;
+  if (a.ndim() != ndim) throw_ndim(name, ndim == 1 ? "a 1-d array" : "a 2-d array", a.ndim());
+  const nb::dlpack::dtype dt = a.dtype();
+  if (!(dt.code == uint8_t(code::Int) && dt.bits == 32 && dt.lanes == 1)) {
+    throw nb::type_error((std::string(name) + ": expected an int32 array, got " + describe_dtype(dt)).c_str());
+  }
+  flashcore::TensorView where;
+  set_device(name, a.device_type(), a.device_id(), where);
+  if (where.device != q.device || (q.device == flashcore::Device::kCUDA && where.device_index != q.device_index)) {
+    auto str = [](const flashcore::TensorView& t) {
+      return t.device == flashcore::Device::kCPU ? std::string("cpu") : "cuda:" + std::to_string(t.device_index);
+    };
+    throw nb::value_error(
+        (std::string(name) + ": is on " + str(where) + " but q is on " + str(q) + " (metadata lives with the tensors)")
+            .c_str());
+  }
+  const size_t last = ndim - 1;
+  if (a.shape(last) > 1 && a.stride(last) != 1) {
+    throw nb::value_error((std::string(name) + ": its last axis must be contiguous (stride 1)").c_str());
+  }
+  *rows = static_cast<int64_t>(a.shape(0));
+  if (cols) *cols = ndim == 2 ? static_cast<int64_t>(a.shape(1)) : 1;
+  if (row_stride) *row_stride = a.shape(0) > 1 ? a.stride(0) : static_cast<int64_t>(a.shape(last));  // 2-d only
+  return static_cast<const int32_t*>(a.data());
 }
 
 [[noreturn]] void raise_status(const flashcore::Status& st) {
@@ -142,32 +194,114 @@ flashcore::TensorView make_lse_view(const OutArray& a) {
   }
 }
 
-void attention_forward(const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
-                       std::optional<OutArray> lse, float softmax_scale, bool causal,
-                       int64_t window_left, int64_t window_right, bool bshd, bool uint16_is_bf16,
-                       int block_m, int block_n, int num_splits, uintptr_t stream) {
+// The arguments every entry point shares.
+flashcore::AttentionArgs common_args(const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
+                                     const std::optional<OutArray>& lse, Layout layout, bool uint16_is_bf16,
+                                     float softmax_scale, bool causal, int64_t window_left, int64_t window_right) {
   flashcore::AttentionArgs args;
-  args.q = make_view("q", q, bshd, uint16_is_bf16);
-  args.k = make_view("k", k, bshd, uint16_is_bf16);
-  args.v = make_view("v", v, bshd, uint16_is_bf16);
-  args.out = make_view("out", out, bshd, uint16_is_bf16);
-  if (lse) args.lse = make_lse_view(*lse);  // else data stays null: no LSE
+  args.q = make_view("q", q, layout, uint16_is_bf16);
+  args.k = make_view("k", k, layout, uint16_is_bf16);
+  args.v = make_view("v", v, layout, uint16_is_bf16);
+  args.out = make_view("out", out, layout, uint16_is_bf16);
+  if (lse) args.lse = make_lse_view(*lse, layout);  // else data stays null: no LSE
   args.softmax_scale = softmax_scale;
   args.causal = causal;
   args.window_left = window_left;
   args.window_right = window_right;
+  return args;
+}
+
+// Workspace, the optional metadata check, then the call itself.
+void run(flashcore::AttentionArgs& args, uintptr_t stream, const nb::object& alloc_workspace,
+         bool check_metadata) {
+  // Split-KV calls need a workspace: allocated by the caller's array library
+  // (for PyTorch, its caching allocator: no cudaMalloc on the hot path, and
+  // safe in CUDA-graph capture), kept alive by this frame until the call is
+  // enqueued; the stream-ordered allocator keeps it valid for the kernels.
+  int64_t ws_bytes = 0;
+  flashcore::Status st = flashcore::attention_workspace_size(args, &ws_bytes);
+  if (!st.ok()) raise_status(st);
+  nb::object ws_holder;
+  if (ws_bytes > 0) {
+    if (alloc_workspace.is_none()) throw nb::value_error("this call needs a split-KV workspace but no allocator was given");
+    ws_holder = alloc_workspace(ws_bytes);
+    OutArray ws = nb::cast<OutArray>(ws_holder);
+    args.workspace = ws.data();
+    args.workspace_bytes = int64_t(ws.nbytes());
+  }
+  {
+    // The arrays stay referenced by the callers' arguments while the GIL is
+    // released, so other Python threads cannot free them under us.
+    nb::gil_scoped_release release;
+    const auto s = reinterpret_cast<cudaStream_t>(stream);
+    if (check_metadata) st = flashcore::check_serving_metadata(args, s);
+    if (st.ok()) st = flashcore::attention_forward(args, s);
+  }
+  if (!st.ok()) raise_status(st);
+}
+
+void attention_forward(const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
+                       std::optional<OutArray> lse, float softmax_scale, bool causal,
+                       int64_t window_left, int64_t window_right, bool bshd, bool uint16_is_bf16,
+                       int block_m, int block_n, int num_splits, uintptr_t stream,
+                       nb::object alloc_workspace) {
+  flashcore::AttentionArgs args =
+      common_args(q, k, v, out, lse, bshd ? Layout::kBSHD : Layout::kBHSD, uint16_is_bf16, softmax_scale, causal,
+                  window_left, window_right);
   args.config.block_m = block_m;
   args.config.block_n = block_n;
   args.config.num_splits = num_splits;
+  run(args, stream, alloc_workspace, false);
+}
 
-  flashcore::Status st;
-  {
-    // The arrays stay referenced by this frame's arguments while the GIL is
-    // released, so other Python threads cannot free them under us.
-    nb::gil_scoped_release release;
-    st = flashcore::attention_forward(args, reinterpret_cast<cudaStream_t>(stream));
+void attention_serving(const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
+                       std::optional<OutArray> lse, const std::string& layout,
+                       std::optional<InArray> cu_seqlens_q, std::optional<InArray> cu_seqlens_k,
+                       int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<InArray> cache_seqlens,
+                       std::optional<InArray> block_table, std::optional<InArray> k_new,
+                       std::optional<InArray> v_new, float softmax_scale, bool causal, int64_t window_left,
+                       int64_t window_right, bool uint16_is_bf16, uintptr_t stream, nb::object alloc_workspace,
+                       bool check_metadata) {
+  const Layout lay = parse_layout(layout);
+  flashcore::AttentionArgs args =
+      common_args(q, k, v, out, lse, lay, uint16_is_bf16, softmax_scale, causal, window_left, window_right);
+  if (k_new) args.k_new = make_view("k_new", *k_new, lay, uint16_is_bf16);
+  if (v_new) args.v_new = make_view("v_new", *v_new, lay, uint16_is_bf16);
+  int64_t n = 0;
+  if (cu_seqlens_q) {
+    args.cu_seqlens_q = index_array("cu_seqlens_q", *cu_seqlens_q, 1, args.q, &n);
+    if (n < 1) throw nb::value_error("cu_seqlens_q: needs num_seqs + 1 >= 1 entries, got 0");
+    args.num_seqs = n - 1;
+    args.max_seqlen_q = max_seqlen_q;
+    args.max_seqlen_k = max_seqlen_k;
   }
-  if (!st.ok()) raise_status(st);
+  if (cu_seqlens_k) {
+    args.cu_seqlens_k = index_array("cu_seqlens_k", *cu_seqlens_k, 1, args.q, &n);
+    if (cu_seqlens_q && n != args.num_seqs + 1) {
+      throw nb::value_error(("cu_seqlens_k: has " + std::to_string(n) + " entries but cu_seqlens_q has " +
+                             std::to_string(args.num_seqs + 1) + " (num_seqs + 1 each)")
+                                .c_str());
+    }
+  }
+  const int64_t batch = args.q.shape[0];
+  if (cache_seqlens) {
+    args.cache_seqlens = index_array("cache_seqlens", *cache_seqlens, 1, args.q, &n);
+    if (n != batch) {
+      throw nb::value_error(("cache_seqlens: has " + std::to_string(n) + " entries but the batch is " +
+                             std::to_string(batch))
+                                .c_str());
+    }
+  }
+  if (block_table) {
+    args.block_table = index_array("block_table", *block_table, 2, args.q, &n, &args.max_pages_per_seq,
+                                   &args.block_table_stride);
+    if (n != batch) {
+      throw nb::value_error(("block_table: has " + std::to_string(n) + " rows but the batch is " +
+                             std::to_string(batch))
+                                .c_str());
+    }
+  }
+  run(args, stream, alloc_workspace, check_metadata);
 }
 
 }  // namespace
@@ -180,13 +314,34 @@ NB_MODULE(_C, m) {
         nb::arg("causal") = false, nb::arg("window_left") = -1, nb::arg("window_right") = -1,
         nb::arg("bshd") = false, nb::arg("uint16_is_bf16") = false, nb::arg("block_m") = 0,
         nb::arg("block_n") = 0, nb::arg("num_splits") = 0, nb::arg("stream") = 0,
+        nb::arg("alloc_workspace").none() = nb::none(),
         "Low-level call of flashcore::attention_forward on DLPack arrays.\n\n"
         "q, k, v, out are 4-d arrays read as (B, H, S, D), or as (B, S, H, D) when\n"
         "bshd is true; lse is None or a float32 (B, H, Sq) array. uint16 arrays are\n"
         "read as bfloat16 when uint16_is_bf16 is true. stream is a cudaStream_t as an\n"
-        "integer (0: the default stream). The GIL is released during the call.\n\n"
+        "integer (0: the default stream). alloc_workspace(nbytes) returns a uint8\n"
+        "device array, called only when the call needs split-KV workspace.\n"
+        "The GIL is released during the call.\n\n"
         "Raises ValueError (invalid argument), TypeError (unsupported dtype, device\n"
         "or configuration) or RuntimeError (CUDA or internal error).");
+
+  m.def("attention_serving", &attention_serving, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
+        nb::arg("lse").none(), nb::arg("layout") = "bshd", nb::arg("cu_seqlens_q").none() = nb::none(),
+        nb::arg("cu_seqlens_k").none() = nb::none(), nb::arg("max_seqlen_q") = 0, nb::arg("max_seqlen_k") = 0,
+        nb::arg("cache_seqlens").none() = nb::none(), nb::arg("block_table").none() = nb::none(),
+        nb::arg("k_new").none() = nb::none(), nb::arg("v_new").none() = nb::none(),
+        nb::arg("softmax_scale") = 0.0f, nb::arg("causal") = false, nb::arg("window_left") = -1,
+        nb::arg("window_right") = -1, nb::arg("uint16_is_bf16") = false, nb::arg("stream") = 0,
+        nb::arg("alloc_workspace").none() = nb::none(), nb::arg("check_metadata") = false,
+        "Low-level serving call of flashcore::attention_forward on DLPack arrays.\n\n"
+        "layout: 'thd' (variable length: q/out (total_q, Hq, D), k/v (total_k, Hkv, D),\n"
+        "lse (Hq, total_q)), or 'bshd'/'bhsd' (KV cache: q/out/k_new/v_new 4-d, k/v the\n"
+        "cache or the page pool read in the same axis order, lse (B, Hq, Sq)).\n"
+        "cu_seqlens_q/k (num_seqs + 1), cache_seqlens (B) and block_table\n"
+        "(B, max_pages_per_seq) are int32 arrays on q's device; num_seqs, the block\n"
+        "table's sizes and row stride come from their shapes. check_metadata runs\n"
+        "flashcore::check_serving_metadata first (for CUDA: a copy to the host and a\n"
+        "stream synchronization). Other arguments as in attention_forward.");
 
   m.def("version", [] { return std::string(flashcore::version()); },
         "The native library's version, 'MAJOR.MINOR.PATCH'.");

@@ -1,6 +1,5 @@
 // attention_forward: validate, then hand the resolved problem to a backend.
-#include <exception>
-#include <string>
+#include <cstdint>
 
 #include "api/validation.h"
 #include "flashcore/attention.h"
@@ -17,6 +16,12 @@ Status dispatch(const AttentionArgs& args, cudaStream_t stream) {
   Problem problem;
   Status status = validate(args, &problem);
   if (!status.ok()) return status;
+  // The CPU backend reads the serving metadata on the host: bad metadata is
+  // an error before anything runs (even when there is nothing to compute).
+  if (problem.device == Device::kCPU) {
+    status = check_metadata_values(problem, host_metadata(args));
+    if (!status.ok()) return status;
+  }
   // No rows to produce. (seqlen_k == 0 with rows is not empty: every row is
   // fully masked, and the backends write zeros and LSE = -inf.)
   if (problem.is_empty()) return Status::Ok();
@@ -35,13 +40,22 @@ Status dispatch(const AttentionArgs& args, cudaStream_t stream) {
 // The public API promises never to throw (it backs a C ABI), so anything a
 // backend or the standard library throws becomes kInternal.
 Status attention_forward(const AttentionArgs& args, cudaStream_t stream) {
-  try {
-    return dispatch(args, stream);
-  } catch (const std::exception& e) {
-    return Status(StatusCode::kInternal, std::string("internal error: ") + e.what());
-  } catch (...) {
-    return Status(StatusCode::kInternal, "internal error: unknown exception");
-  }
+  return catch_all([&] { return dispatch(args, stream); });
+}
+
+Status attention_workspace_size(const AttentionArgs& args, int64_t* bytes) {
+  if (bytes == nullptr) return Status(StatusCode::kInvalidArgument, "bytes is null");
+  *bytes = 0;
+  return catch_all([&] {
+    Problem problem;
+    Status status = validate(args, &problem);
+    if (!status.ok()) return status;
+    if (problem.is_empty() || problem.device == Device::kCPU) return Status::Ok();
+#if FLASHCORE_WITH_CUDA
+    *bytes = sm90::workspace_size(problem);
+#endif
+    return Status::Ok();
+  });
 }
 
 }  // namespace flashcore

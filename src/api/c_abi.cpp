@@ -54,6 +54,15 @@ flashcore::AttentionArgs to_args(const fc_attention_args& a) {
   r.cu_seqlens_k = a.cu_seqlens_k;
   r.cache_seqlens = a.cache_seqlens;
   r.block_table = a.block_table;
+  r.num_seqs = a.num_seqs;
+  r.max_seqlen_q = a.max_seqlen_q;
+  r.max_seqlen_k = a.max_seqlen_k;
+  r.block_table_stride = a.block_table_stride;
+  r.max_pages_per_seq = a.max_pages_per_seq;
+  r.k_new = to_view(a.k_new);
+  r.v_new = to_view(a.v_new);
+  r.workspace = a.workspace;
+  r.workspace_bytes = a.workspace_bytes;
   r.config.block_m = a.block_m;
   r.config.block_n = a.block_n;
   r.config.num_splits = a.num_splits;
@@ -69,6 +78,24 @@ int fail(int code, const char* message) {
   return code;
 }
 
+// Reports a Status through the thread's last error.
+int report(const flashcore::Status& s) {
+  if (!s.ok()) return fail(static_cast<int>(s.code()), s.message().c_str());
+  t_last_error.clear();
+  return FC_OK;
+}
+
+// Calls f() -> Status for the C boundary: args checked, exceptions caught.
+template <class F>
+int call(const fc_attention_args* args, F&& f) {
+  if (args == nullptr) return fail(FC_ERR_INVALID_ARGUMENT, "args is NULL");
+  try {
+    return report(f(to_args(*args)));
+  } catch (...) {
+    return fail(FC_ERR_INTERNAL, "internal error: exception at the C boundary");
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -76,7 +103,7 @@ extern "C" {
 void fc_attention_args_init(fc_attention_args* args) {
   if (args == nullptr) return;
   std::memset(args, 0, sizeof *args);  // NULL data, zero shapes/strides, scale 0, causal 0, overrides 0
-  fc_tensor* tensors[] = {&args->q, &args->k, &args->v, &args->out, &args->lse};
+  fc_tensor* tensors[] = {&args->q, &args->k, &args->v, &args->out, &args->lse, &args->k_new, &args->v_new};
   for (fc_tensor* t : tensors) {
     t->dtype = FC_FLOAT16;
     t->device = FC_DEVICE_CPU;
@@ -86,16 +113,21 @@ void fc_attention_args_init(fc_attention_args* args) {
 }
 
 int fc_attention_forward(const fc_attention_args* args, void* stream) {
-  if (args == nullptr) return fail(FC_ERR_INVALID_ARGUMENT, "args is NULL");
-  try {
-    const flashcore::Status s =
-        flashcore::attention_forward(to_args(*args), static_cast<cudaStream_t>(stream));
-    if (!s.ok()) return fail(static_cast<int>(s.code()), s.message().c_str());
-    t_last_error.clear();
-    return FC_OK;
-  } catch (...) {
-    return fail(FC_ERR_INTERNAL, "internal error: exception at the C boundary");
-  }
+  return call(args, [&](const flashcore::AttentionArgs& a) {
+    return flashcore::attention_forward(a, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int fc_attention_workspace_size(const fc_attention_args* args, int64_t* bytes) {
+  if (bytes == nullptr) return fail(FC_ERR_INVALID_ARGUMENT, "bytes is NULL");
+  *bytes = 0;
+  return call(args, [&](const flashcore::AttentionArgs& a) { return flashcore::attention_workspace_size(a, bytes); });
+}
+
+int fc_check_serving_metadata(const fc_attention_args* args, void* stream) {
+  return call(args, [&](const flashcore::AttentionArgs& a) {
+    return flashcore::check_serving_metadata(a, static_cast<cudaStream_t>(stream));
+  });
 }
 
 const char* fc_last_error(void) { return t_last_error.c_str(); }

@@ -21,9 +21,7 @@ constexpr const char* kDimNames[4] = {"batch", "heads", "seqlen", "head_dim"};
 
 template <class... Ts>
 std::string cat(const Ts&... parts) {
-  std::ostringstream os;
-  (os << ... << parts);
-  return os.str();
+  return str_cat(parts...);
 }
 
 Status invalid(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
@@ -85,17 +83,106 @@ bool is_empty(const TensorView& t) {
 
 // ------------------------------------------------------------ scalar arguments
 
-Status check_reserved(const AttentionArgs& a) {
-  const struct {
-    const char* name;
-    const void* ptr;
-  } reserved[] = {{"cu_seqlens_q", a.cu_seqlens_q},
-                  {"cu_seqlens_k", a.cu_seqlens_k},
-                  {"cache_seqlens", a.cache_seqlens},
-                  {"block_table", a.block_table}};
-  for (const auto& r : reserved) {
-    if (r.ptr != nullptr) {
-      return unsupported(cat(r.name, " is not supported by attention_forward yet (must be null)"));
+struct NamedPointer {
+  const char* name;
+  const int32_t* ptr;
+};
+
+// The metadata arrays a call sets (the null ones left out).
+struct MetadataPointers {
+  NamedPointer items[4];
+  int count = 0;
+  const NamedPointer* begin() const { return items; }
+  const NamedPointer* end() const { return items + count; }
+};
+
+MetadataPointers metadata_pointers(const AttentionArgs& a) {
+  MetadataPointers r;
+  const NamedPointer all[4] = {{"cu_seqlens_q", a.cu_seqlens_q},
+                               {"cu_seqlens_k", a.cu_seqlens_k},
+                               {"cache_seqlens", a.cache_seqlens},
+                               {"block_table", a.block_table}};
+  for (const NamedPointer& n : all) {
+    if (n.ptr != nullptr) r.items[r.count++] = n;
+  }
+  return r;
+}
+
+// Which serving features a call uses, from its pointers alone.
+struct Mode {
+  bool varlen_q = false, varlen_k = false, kv_cache = false, paged = false, has_new = false;
+};
+
+Mode mode_of(const AttentionArgs& a) {
+  Mode m;
+  m.varlen_q = a.cu_seqlens_q != nullptr;
+  m.varlen_k = a.cu_seqlens_k != nullptr;
+  m.kv_cache = a.cache_seqlens != nullptr;
+  m.paged = a.block_table != nullptr;
+  m.has_new = a.k_new.data != nullptr;
+  return m;
+}
+
+struct NamedValue {
+  const char* name;
+  int64_t value;
+};
+
+// The serving fields on their own: which combinations make sense, and the
+// ranges of the scalar sizes. Touches no memory (metadata contents are
+// check_serving_metadata's business).
+Status check_serving_args(const AttentionArgs& a) {
+  const Mode m = mode_of(a);
+  if (m.varlen_k && !m.varlen_q) {
+    return invalid("cu_seqlens_k is set but cu_seqlens_q is null (variable-length keys need a variable-length "
+                   "batch: set cu_seqlens_q too)");
+  }
+  if (m.varlen_q && m.kv_cache) {
+    return unsupported("cu_seqlens_q together with cache_seqlens (a variable-length batch against a KV cache) "
+                       "is not supported yet");
+  }
+  if (m.varlen_q && !m.varlen_k) {
+    return invalid("cu_seqlens_q is set but cu_seqlens_k is null (required unless cache_seqlens is set)");
+  }
+  const NamedValue varlen_sizes[] = {
+      {"num_seqs", a.num_seqs}, {"max_seqlen_q", a.max_seqlen_q}, {"max_seqlen_k", a.max_seqlen_k}};
+  for (const NamedValue& v : varlen_sizes) {
+    if (!m.varlen_q && v.value != 0) {
+      return invalid(cat(v.name, " = ", v.value,
+                         " is set but cu_seqlens_q is null (num_seqs, max_seqlen_q and max_seqlen_k describe a "
+                         "variable-length batch; leave them 0 otherwise)"));
+    }
+    if (v.value < 0 || v.value >= kMaxDim) return invalid(cat(v.name, " = ", v.value, " must be in [0, 2^31)"));
+  }
+  if (m.paged && !m.kv_cache) {
+    return invalid("block_table is set but cache_seqlens is null (a paged KV cache needs the per-sequence cache "
+                   "lengths)");
+  }
+  const NamedValue paging[] = {{"max_pages_per_seq", a.max_pages_per_seq},
+                               {"block_table_stride", a.block_table_stride}};
+  for (const NamedValue& v : paging) {
+    if (!m.paged && v.value != 0) {
+      return invalid(cat(v.name, " = ", v.value, " is set but block_table is null (leave it 0 without a paged KV cache)"));
+    }
+    if (v.value < 0 || v.value >= kMaxDim) return invalid(cat(v.name, " = ", v.value, " must be in [0, 2^31)"));
+  }
+  if (m.paged && a.max_pages_per_seq == 0) return invalid("max_pages_per_seq = 0 must be > 0 with block_table");
+  if (m.paged && a.block_table_stride < a.max_pages_per_seq) {
+    return invalid(cat("block_table_stride = ", a.block_table_stride, " must be >= max_pages_per_seq = ",
+                       a.max_pages_per_seq, " (the row stride of block_table, in elements)"));
+  }
+  if (m.has_new != (a.v_new.data != nullptr)) {
+    return invalid(m.has_new ? "k_new is set but v_new.data is null (k_new and v_new are appended together)"
+                             : "v_new is set but k_new.data is null (k_new and v_new are appended together)");
+  }
+  if (m.has_new && !m.kv_cache) {
+    return invalid("k_new/v_new are set but cache_seqlens is null (new keys and values are appended into a KV "
+                   "cache)");
+  }
+  for (const NamedPointer& n : metadata_pointers(a)) {
+    if (reinterpret_cast<uintptr_t>(n.ptr) % alignof(int32_t) != 0) {
+      return invalid(cat(n.name, " is not 4-byte aligned (address ", static_cast<const void*>(n.ptr),
+                         "; int32 needs natural alignment)"));
     }
   }
   return Status::Ok();
@@ -185,8 +272,10 @@ Status check_same_dim(const Named& a, const Named& b, int i) {
   return Status::Ok();
 }
 
-Status check_dtypes(const Named& q, const Named (&others)[3]) {
-  for (const Named& o : others) {
+Status check_dtypes(const Named* tensors, int count) {
+  const Named& q = tensors[0];
+  for (int i = 1; i < count; ++i) {
+    const Named& o = tensors[i];
     if (o.t->dtype != q.t->dtype) {
       return invalid(cat(q.name, ".dtype is ", dtype_name(q.t->dtype), " but ", o.name, ".dtype is ",
                          dtype_name(o.t->dtype)));
@@ -195,9 +284,25 @@ Status check_dtypes(const Named& q, const Named (&others)[3]) {
   return Status::Ok();
 }
 
-Status check_shapes(const Named& q, const Named& k, const Named& v, const Named& out) {
+// A packed variable-length tensor is given with batch 1.
+Status check_packed(const Named& n, const char* cu_seqlens, const char* total) {
+  if (n.t->shape[0] != 1) {
+    return invalid(cat(n.name, ".shape[0] = ", n.t->shape[0], " must be 1 with ", cu_seqlens, " (packed rows: ",
+                       n.name, " is (1, heads, ", total, ", head_dim))"));
+  }
+  return Status::Ok();
+}
+
+// Shapes of q, k, v, out (mode-dependent batch rules) and of the paged pool.
+Status check_shapes(const AttentionArgs& a, const Mode& m, const Named& q, const Named& k, const Named& v,
+                    const Named& out) {
   FC_RETURN_IF_ERROR(check_same_dim(k, q, 3));  // head_dim first: the likeliest mistake
-  FC_RETURN_IF_ERROR(check_same_dim(k, q, 0));
+  if (m.varlen_q) {
+    FC_RETURN_IF_ERROR(check_packed(q, "cu_seqlens_q", "total_q"));
+    FC_RETURN_IF_ERROR(check_packed(k, "cu_seqlens_k", "total_k"));
+  } else if (!m.paged) {  // a page pool has its own leading dim
+    FC_RETURN_IF_ERROR(check_same_dim(k, q, 0));
+  }
   for (int i = 0; i < 4; ++i) FC_RETURN_IF_ERROR(check_same_dim(v, k, i));
   for (int i = 0; i < 4; ++i) FC_RETURN_IF_ERROR(check_same_dim(out, q, i));
   const int64_t hq = q.t->shape[1], hkv = k.t->shape[1];
@@ -205,10 +310,42 @@ Status check_shapes(const Named& q, const Named& k, const Named& v, const Named&
   if (hkv > 0 && hq % hkv != 0) {
     return invalid(cat("q heads (", hq, ") must be a multiple of k heads (", hkv, ")"));
   }
+  if (m.paged) {
+    const int64_t page_size = k.t->shape[2];
+    if (page_size <= 0 || page_size % 16 != 0) {
+      return invalid(cat("k.shape[2] (page_size) = ", page_size,
+                         " must be a positive multiple of 16 with block_table (k and v are a page pool "
+                         "(num_pages, heads, page_size, head_dim))"));
+    }
+    if (a.max_pages_per_seq * page_size >= kMaxDim) {  // both < 2^31: no overflow
+      return invalid(cat("max_pages_per_seq * page_size = ", a.max_pages_per_seq, " * ", page_size,
+                         " must be < 2^31 (the most keys one sequence can hold)"));
+    }
+  }
   return Status::Ok();
 }
 
-Status check_lse(const Named& lse, const TensorView& q) {
+// Keys one sequence of the cache can hold.
+int64_t cache_capacity(const AttentionArgs& a, const Mode& m) {
+  return m.paged ? a.max_pages_per_seq * a.k.shape[2] : a.k.shape[2];
+}
+
+// k_new/v_new: (B, Hkv, S_new, D) with S_new within the cache capacity.
+Status check_new_shapes(const AttentionArgs& a, const Mode& m, const Named& q, const Named& k, const Named& kn,
+                        const Named& vn) {
+  FC_RETURN_IF_ERROR(check_same_dim(kn, q, 3));
+  FC_RETURN_IF_ERROR(check_same_dim(kn, q, 0));
+  FC_RETURN_IF_ERROR(check_same_dim(kn, k, 1));
+  for (int i = 0; i < 4; ++i) FC_RETURN_IF_ERROR(check_same_dim(vn, kn, i));
+  const int64_t capacity = cache_capacity(a, m);
+  if (kn.t->shape[2] > capacity) {
+    return invalid(cat("k_new.shape[2] = ", kn.t->shape[2], " new tokens do not fit the cache capacity ",
+                       capacity_str(capacity, m.paged, a.max_pages_per_seq, a.k.shape[2])));
+  }
+  return Status::Ok();
+}
+
+Status check_lse(const Named& lse, const TensorView& q, bool packed) {
   const TensorView& t = *lse.t;
   if (t.dtype != DType::kFloat32) {
     return invalid(cat("lse.dtype is ", dtype_name(t.dtype), " but must be float32"));
@@ -216,7 +353,8 @@ Status check_lse(const Named& lse, const TensorView& q) {
   const int64_t want[4] = {q.shape[0], q.shape[1], q.shape[2], 1};
   for (int i = 0; i < 4; ++i) {
     if (t.shape[i] != want[i]) {
-      return invalid(cat("lse.shape must be (batch, q heads, seqlen_q, 1) = ", tuple_str(want), ", got ",
+      return invalid(cat("lse.shape must be ", packed ? "(1, q heads, total_q, 1)" : "(batch, q heads, seqlen_q, 1)",
+                         " = ", tuple_str(want), ", got ",
                          tuple_str(t.shape)));
     }
   }
@@ -297,37 +435,47 @@ Status check_no_self_overlap(const Named& n) {
 // ------------------------------------------------------------ CUDA pointers
 
 #if FLASHCORE_WITH_CUDA
-Status check_device_pointer(const Named& n) {
-  const TensorView& t = *n.t;
-  if (is_empty(t)) return Status::Ok();  // never accessed; its pointer may be anything
+// `ptr` must be device (or managed) memory of cuda:`device_index`. `what`
+// names the pointer, `expected` says where it should live (for messages).
+Status check_device_memory(const std::string& what, const void* ptr, int device_index,
+                           const std::string& expected) {
   cudaPointerAttributes attr{};
-  const cudaError_t err = cudaPointerGetAttributes(&attr, t.data);
+  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
   if (err != cudaSuccess) {
     // The error is ours and not sticky; clear it so the caller's next
     // cudaGetLastError() does not report it as theirs.
     (void)cudaGetLastError();
-    return Status(StatusCode::kCudaError, cat("cudaPointerGetAttributes(", n.name, ".data) failed: ",
+    return Status(StatusCode::kCudaError, cat("cudaPointerGetAttributes(", what, ") failed: ",
                                               cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
   }
   if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
-    const char* what = attr.type == cudaMemoryTypeHost ? "pinned host memory" : "host memory unknown to CUDA";
-    return invalid(cat(n.name, ".data is ", what, " but ", n.name, ".device is ", device_str(t),
+    const char* kind = attr.type == cudaMemoryTypeHost ? "pinned host memory" : "host memory unknown to CUDA";
+    return invalid(cat(what, " is ", kind, " but ", expected,
                        " (pass device memory, or CPU tensors for the CPU backend)"));
   }
-  if (attr.device != t.device_index) {
-    return invalid(cat(n.name, ".data is memory of cuda:", attr.device, " but ", n.name, ".device is ",
-                       device_str(t)));
-  }
+  if (attr.device != device_index) return invalid(cat(what, " is memory of cuda:", attr.device, " but ", expected));
   return Status::Ok();
 }
 #endif
 
-Status check_cuda_pointers(const Named* tensors, int count) {
+// Tensors (those with elements: the others are never accessed) and the
+// metadata arrays must be memory of the tensors' CUDA device.
+Status check_cuda_pointers(const Named* tensors, int count, const MetadataPointers& metadata) {
 #if FLASHCORE_WITH_CUDA
-  for (int i = 0; i < count; ++i) FC_RETURN_IF_ERROR(check_device_pointer(tensors[i]));
+  for (int i = 0; i < count; ++i) {
+    const TensorView& t = *tensors[i].t;
+    if (is_empty(t)) continue;
+    FC_RETURN_IF_ERROR(check_device_memory(cat(tensors[i].name, ".data"), t.data, t.device_index,
+                                           cat(tensors[i].name, ".device is ", device_str(t))));
+  }
+  const TensorView& q = *tensors[0].t;
+  for (const NamedPointer& n : metadata) {
+    FC_RETURN_IF_ERROR(check_device_memory(n.name, n.ptr, q.device_index, cat("the tensors are on ", device_str(q))));
+  }
   return Status::Ok();
 #else
   (void)count;
+  (void)metadata;
   return unsupported(cat("flashcore was built without CUDA (", tensors[0].name, " is on ",
                          device_str(*tensors[0].t), "); rebuild with FLASHCORE_CUDA=ON or pass CPU tensors"));
 #endif
@@ -337,7 +485,7 @@ Status check_cuda_pointers(const Named* tensors, int count) {
 
 int64_t resolve_window(int64_t w) { return w < 0 ? kUnboundedWindow : std::min(w, kUnboundedWindow); }
 
-void resolve(const AttentionArgs& a, bool has_lse, Problem* p) {
+void resolve(const AttentionArgs& a, const Mode& m, bool has_lse, Problem* p) {
   p->batch = a.q.shape[0];
   p->heads_q = a.q.shape[1];
   p->heads_kv = a.k.shape[1];
@@ -355,6 +503,28 @@ void resolve(const AttentionArgs& a, bool has_lse, Problem* p) {
   p->window_right = a.causal ? 0 : resolve_window(a.window_right);
   p->has_lse = has_lse;
   p->config = a.config;
+
+  p->varlen_q = m.varlen_q;
+  p->varlen_k = m.varlen_k;
+  p->kv_cache = m.kv_cache;
+  p->paged = m.paged;
+  if (m.varlen_q) {
+    p->batch = a.num_seqs;
+    p->seqlen_q = a.max_seqlen_q;
+    p->total_q = a.q.shape[2];
+  }
+  if (m.varlen_k) {
+    p->seqlen_k = a.max_seqlen_k;
+    p->total_k = a.k.shape[2];
+  }
+  if (m.kv_cache) p->seqlen_k = cache_capacity(a, m);
+  if (m.paged) {
+    p->num_pages = a.k.shape[0];
+    p->page_size = a.k.shape[2];
+    p->max_pages_per_seq = a.max_pages_per_seq;
+    p->block_table_stride = a.block_table_stride;
+  }
+  p->seqlen_new = m.has_new ? a.k_new.shape[2] : 0;
 }
 
 }  // namespace
@@ -364,23 +534,38 @@ bool is_supported_head_dim(int64_t head_dim) {
          std::end(kSupportedHeadDims);
 }
 
-Status validate(const AttentionArgs& args, Problem* out) {
-  const Named q{"q", &args.q}, k{"k", &args.k}, v{"v", &args.v}, o{"out", &args.out}, lse{"lse", &args.lse};
-  const bool has_lse = args.lse.data != nullptr;
-  const Named all[5] = {q, k, v, o, lse};
-  const int count = has_lse ? 5 : 4;
+std::string capacity_str(int64_t capacity, bool paged, int64_t max_pages_per_seq, int64_t cache_dim) {
+  return paged ? cat(capacity, " (max_pages_per_seq * page_size = ", max_pages_per_seq, " * ", cache_dim, ")")
+               : cat(capacity, " (k.shape[2])");
+}
 
-  FC_RETURN_IF_ERROR(check_reserved(args));
+Status validate(const AttentionArgs& args, Problem* out) {
+  const Mode m = mode_of(args);
+  const bool has_lse = args.lse.data != nullptr;
+  const Named q{"q", &args.q}, k{"k", &args.k}, v{"v", &args.v}, o{"out", &args.out}, lse{"lse", &args.lse},
+      k_new{"k_new", &args.k_new}, v_new{"v_new", &args.v_new};
+  // q, k, v, out, then the optional ones that are present.
+  Named all[7] = {q, k, v, o};
+  int count = 4;
+  if (m.has_new) {
+    all[count++] = k_new;
+    all[count++] = v_new;
+  }
+  const int count_same_dtype = count;  // all but lse share q's dtype
+  if (has_lse) all[count++] = lse;
+
   FC_RETURN_IF_ERROR(check_scalars(args));
+  FC_RETURN_IF_ERROR(check_serving_args(args));
   for (int i = 0; i < count; ++i) FC_RETURN_IF_ERROR(check_tensor_alone(all[i]));
-  FC_RETURN_IF_ERROR(check_dtypes(q, {k, v, o}));
-  FC_RETURN_IF_ERROR(check_shapes(q, k, v, o));
-  if (has_lse) FC_RETURN_IF_ERROR(check_lse(lse, args.q));
+  FC_RETURN_IF_ERROR(check_dtypes(all, count_same_dtype));
+  FC_RETURN_IF_ERROR(check_shapes(args, m, q, k, v, o));
+  if (m.has_new) FC_RETURN_IF_ERROR(check_new_shapes(args, m, q, k, k_new, v_new));
+  if (has_lse) FC_RETURN_IF_ERROR(check_lse(lse, args.q, m.varlen_q));
   FC_RETURN_IF_ERROR(check_devices(all, count));
   FC_RETURN_IF_ERROR(check_supported(args.q));
   // Layout rules concern memory that is accessed; a tensor with no elements
   // has none, and its strides are meaningless (often all zero).
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < count_same_dtype; ++i) {
     if (!is_empty(*all[i].t)) FC_RETURN_IF_ERROR(check_tma_layout(all[i]));
   }
   if (!is_empty(args.out)) FC_RETURN_IF_ERROR(check_no_self_overlap(o));
@@ -390,9 +575,14 @@ Status validate(const AttentionArgs& args, Problem* out) {
     }
     FC_RETURN_IF_ERROR(check_no_self_overlap(lse));
   }
-  if (args.q.device == Device::kCUDA) FC_RETURN_IF_ERROR(check_cuda_pointers(all, count));
+  if (m.has_new) {  // the cache is written: each of its elements needs its own memory
+    for (const Named& n : {k, v}) {
+      if (!is_empty(*n.t)) FC_RETURN_IF_ERROR(check_no_self_overlap(n));
+    }
+  }
+  if (args.q.device == Device::kCUDA) FC_RETURN_IF_ERROR(check_cuda_pointers(all, count, metadata_pointers(args)));
 
-  resolve(args, has_lse, out);
+  resolve(args, m, has_lse, out);
   return Status::Ok();
 }
 

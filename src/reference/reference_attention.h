@@ -15,6 +15,12 @@ namespace flashcore::reference {
 // happens at the same places.
 constexpr int64_t kBlockN = 128;
 
+// Serving calls (attention.h) run per sequence: varlen rows are addressed
+// through cu_seqlens, cache keys through cache_seqlens and the block table,
+// with each sequence's own lengths for the masks; k_new/v_new are copied
+// into the cache before any attention row is computed. The metadata is
+// checked (check_metadata_values) before anything is read through it.
+//
 // Computes out (and lse when problem.has_lse) for validated arguments, using
 // std::thread::hardware_concurrency() threads. Results are bitwise identical
 // for any thread count: each output row is produced by one thread, by the

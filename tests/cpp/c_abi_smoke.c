@@ -74,6 +74,13 @@ int main(void) {
     if (!isfinite(lse[i])) ++failures;
   }
 
+  /* The serving helpers link and run from C (a plain call: no metadata). */
+  {
+    int64_t ws = -1;
+    if (fc_attention_workspace_size(&args, &ws) != FC_OK || ws != 0) ++failures;
+    if (fc_check_serving_metadata(&args, NULL) != FC_OK) ++failures;
+  }
+
   /* An error: mismatched head_dim. */
   args.k.shape[3] = 96;
   rc = fc_attention_forward(&args, NULL);

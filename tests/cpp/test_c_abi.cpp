@@ -1,11 +1,13 @@
 // The C ABI against the C++ API.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
 
 #include "attention_case.h"
+#include "serving_case.h"
 #include "flashcore/flashcore.h"
 
 namespace fctest {
@@ -36,6 +38,19 @@ fc_attention_args to_c(const flashcore::AttentionArgs& a) {
   c.causal = a.causal ? 1 : 0;
   c.window_left = a.window_left;
   c.window_right = a.window_right;
+  c.cu_seqlens_q = a.cu_seqlens_q;
+  c.cu_seqlens_k = a.cu_seqlens_k;
+  c.cache_seqlens = a.cache_seqlens;
+  c.block_table = a.block_table;
+  c.num_seqs = a.num_seqs;
+  c.max_seqlen_q = a.max_seqlen_q;
+  c.max_seqlen_k = a.max_seqlen_k;
+  c.block_table_stride = a.block_table_stride;
+  c.max_pages_per_seq = a.max_pages_per_seq;
+  c.k_new = to_c(a.k_new);
+  c.v_new = to_c(a.v_new);
+  c.workspace = a.workspace;
+  c.workspace_bytes = a.workspace_bytes;
   return c;
 }
 
@@ -73,7 +88,20 @@ TEST(CAbi, InitSetsDefaults) {
   EXPECT_EQ(a.block_n, 0);
   EXPECT_EQ(a.num_splits, 0);
   EXPECT_EQ(a.cu_seqlens_q, nullptr);
+  EXPECT_EQ(a.cu_seqlens_k, nullptr);
+  EXPECT_EQ(a.cache_seqlens, nullptr);
   EXPECT_EQ(a.block_table, nullptr);
+  EXPECT_EQ(a.num_seqs, 0);
+  EXPECT_EQ(a.max_seqlen_q, 0);
+  EXPECT_EQ(a.max_seqlen_k, 0);
+  EXPECT_EQ(a.block_table_stride, 0);
+  EXPECT_EQ(a.max_pages_per_seq, 0);
+  EXPECT_EQ(a.k_new.data, nullptr);
+  EXPECT_EQ(a.k_new.dtype, FC_FLOAT16);
+  EXPECT_EQ(a.v_new.device, FC_DEVICE_CPU);
+  EXPECT_EQ(a.v_new.shape[2], 0);
+  EXPECT_EQ(a.workspace, nullptr);
+  EXPECT_EQ(a.workspace_bytes, 0);
   fc_attention_args_init(nullptr);  // documented no-op
 }
 
@@ -112,9 +140,10 @@ TEST(CAbi, ErrorCodesAndMessages) {
   a.q.dtype = FC_BFLOAT16;
 
   const int32_t lens[3] = {0, 10, 20};
-  a.cu_seqlens_k = lens;
-  EXPECT_EQ(fc_attention_forward(&a, nullptr), FC_ERR_NOT_SUPPORTED);
-  EXPECT_NE(std::string(fc_last_error()).find("cu_seqlens_k"), std::string::npos) << fc_last_error();
+  a.cu_seqlens_k = lens;  // without cu_seqlens_q
+  EXPECT_EQ(fc_attention_forward(&a, nullptr), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fc_last_error()).find("cu_seqlens_k is set but cu_seqlens_q is null"), std::string::npos)
+      << fc_last_error();
   a.cu_seqlens_k = nullptr;
 
   a.window_right = 4;  // conflicts with causal
@@ -132,6 +161,72 @@ TEST(CAbi, ErrorCodesAndMessages) {
 
   EXPECT_EQ(fc_attention_forward(&a, nullptr), FC_OK) << fc_last_error();
   EXPECT_STREQ(fc_last_error(), "");  // cleared by success
+}
+
+// The serving fields were appended: the original layout is unchanged.
+TEST(CAbi, ServingFieldsFollowTheOriginalOnes) {
+  EXPECT_LT(offsetof(fc_attention_args, num_splits), offsetof(fc_attention_args, cu_seqlens_q));
+  EXPECT_LT(offsetof(fc_attention_args, block_table), offsetof(fc_attention_args, num_seqs));
+  EXPECT_LT(offsetof(fc_attention_args, num_seqs), offsetof(fc_attention_args, k_new));
+  EXPECT_LT(offsetof(fc_attention_args, v_new), offsetof(fc_attention_args, workspace));
+  EXPECT_EQ(offsetof(fc_attention_args, workspace_bytes) + sizeof(int64_t), sizeof(fc_attention_args));
+}
+
+TEST(CAbi, ServingMatchesCppApiBitwise) {
+  VarlenCase vc;
+  vc.lens_q = {3, 0, 40};
+  vc.lens_k = {10, 2, 70};
+  vc.masks.causal = true;
+  VarlenTensors vcpp(vc), vcabi(vc);
+  ASSERT_TRUE(flashcore::attention_forward(vcpp.args).ok());
+  const fc_attention_args va = to_c(vcabi.args);
+  ASSERT_EQ(fc_attention_forward(&va, nullptr), FC_OK) << fc_last_error();
+  EXPECT_EQ(vcpp.out.bytes(), vcabi.out.bytes());
+  EXPECT_EQ(vcpp.lse.bytes(), vcabi.lse.bytes());
+
+  CacheCase cc;
+  cc.page_size = 32;
+  cc.capacity = 128;
+  cc.cache_lens = {0, 31, 100};
+  cc.seqlen_q = cc.seqlen_new = 2;
+  cc.masks.causal = true;
+  CacheTensors ccpp(cc), ccabi(cc);
+  ASSERT_TRUE(flashcore::attention_forward(ccpp.args).ok());
+  const fc_attention_args ca = to_c(ccabi.args);
+  ASSERT_EQ(fc_attention_forward(&ca, nullptr), FC_OK) << fc_last_error();
+  EXPECT_EQ(ccpp.out.bytes(), ccabi.out.bytes());
+  EXPECT_EQ(ccpp.lse.bytes(), ccabi.lse.bytes());
+  EXPECT_EQ(ccpp.k.bytes(), ccabi.k.bytes());  // the append, too
+  EXPECT_EQ(ccpp.v.bytes(), ccabi.v.bytes());
+}
+
+TEST(CAbi, WorkspaceSizeAndMetadataCheck) {
+  VarlenCase vc;
+  vc.lens_q = {3, 4};
+  vc.lens_k = {5, 6};
+  VarlenTensors t(vc);
+  fc_attention_args a = to_c(t.args);
+  int64_t bytes = -1;
+  EXPECT_EQ(fc_attention_workspace_size(&a, &bytes), FC_OK) << fc_last_error();
+  EXPECT_EQ(bytes, 0);  // CPU tensors never need workspace
+  EXPECT_EQ(fc_attention_workspace_size(&a, nullptr), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fc_last_error()).find("bytes"), std::string::npos) << fc_last_error();
+  EXPECT_EQ(fc_attention_workspace_size(nullptr, &bytes), FC_ERR_INVALID_ARGUMENT);
+  a.max_seqlen_q = -2;
+  EXPECT_EQ(fc_attention_workspace_size(&a, &bytes), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fc_last_error()).find("max_seqlen_q = -2"), std::string::npos) << fc_last_error();
+  a.max_seqlen_q = t.args.max_seqlen_q;
+
+  EXPECT_EQ(fc_check_serving_metadata(&a, nullptr), FC_OK) << fc_last_error();
+  EXPECT_STREQ(fc_last_error(), "");
+  const int32_t decreasing[3] = {0, 4, 3};
+  a.cu_seqlens_q = decreasing;
+  a.q.shape[2] = a.out.shape[2] = a.lse.shape[2] = 3;
+  EXPECT_EQ(fc_check_serving_metadata(&a, nullptr), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fc_last_error()).find("cu_seqlens_q must be non-decreasing"), std::string::npos)
+      << fc_last_error();
+  EXPECT_EQ(fc_attention_forward(&a, nullptr), FC_ERR_INVALID_ARGUMENT);  // the CPU backend checks too
+  EXPECT_EQ(fc_check_serving_metadata(nullptr, nullptr), FC_ERR_INVALID_ARGUMENT);
 }
 
 TEST(CAbi, NullArgsPointer) {

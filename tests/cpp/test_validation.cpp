@@ -368,20 +368,8 @@ TEST_F(Validation, NegativeKernelConfig) {
   expect_error(StatusCode::kInvalidArgument, {"config.num_splits = -3"});
 }
 
-TEST_F(Validation, ReservedPointersMustBeNull) {
-  const int32_t dummy[4] = {0, 0, 0, 0};
-  a.cu_seqlens_q = dummy;
-  expect_error(StatusCode::kNotSupported, {"cu_seqlens_q is not supported by attention_forward yet"});
-  a.cu_seqlens_q = nullptr;
-  a.cu_seqlens_k = dummy;
-  expect_error(StatusCode::kNotSupported, {"cu_seqlens_k is not supported"});
-  a.cu_seqlens_k = nullptr;
-  a.cache_seqlens = dummy;
-  expect_error(StatusCode::kNotSupported, {"cache_seqlens is not supported"});
-  a.cache_seqlens = nullptr;
-  a.block_table = dummy;
-  expect_error(StatusCode::kNotSupported, {"block_table is not supported"});
-}
+// The serving fields (cu_seqlens, KV cache, block table, k_new/v_new) have
+// their own tests: test_serving_reference.cpp.
 
 // ---------------------------------------------------------------- resolution
 
