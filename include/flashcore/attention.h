@@ -70,12 +70,52 @@ struct AttentionArgs {
   int64_t window_left = -1;    // -1: unbounded
   int64_t window_right = -1;   // -1: unbounded (0 when causal)
 
-  // Reserved for the variable-length and KV-cache entry points; must be null
-  // here until those land.
+  // ---- Serving. Every pointer here lives on the device of the tensors
+  // (host memory for the CPU backend).
+
+  // Variable-length batch: set cu_seqlens_q (and cu_seqlens_k unless a KV
+  // cache is given) to int32 prefix sums of num_seqs + 1 entries. q, out and
+  // lse are then packed "THD" tensors given with batch 1: q/out
+  // (1, Hq, total_q, D), lse (1, Hq, total_q, 1); sequence b owns rows
+  // [cu_seqlens_q[b], cu_seqlens_q[b+1]). k/v likewise (1, Hkv, total_k, D)
+  // with cu_seqlens_k. max_seqlen_q / max_seqlen_k bound every sequence's
+  // length (they size the grid; a longer sequence is clipped). Masks are
+  // aligned bottom-right per sequence.
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_k = nullptr;
+  int64_t num_seqs = 0;
+  int64_t max_seqlen_q = 0;
+  int64_t max_seqlen_k = 0;
+
+  // KV cache: set cache_seqlens (int32, batch entries: tokens already in the
+  // cache). k/v are then the cache, q is (B, Hq, Sq, D) as usual, and
+  // sequence b attends to its first cache_seqlens[b] + S_new keys (masks
+  // bottom-right per sequence).
+  //  - contiguous cache: k/v (B, Hkv, capacity, D);
+  //  - paged cache (block_table != nullptr): k/v are a pool of pages
+  //    (num_pages, Hkv, page_size, D), page_size a multiple of 16;
+  //    block_table is (B, max_pages_per_seq) int32 with row stride
+  //    block_table_stride (elements); key j of sequence b lives in page
+  //    block_table[b * block_table_stride + j / page_size], row j % page_size.
+  //  - k_new/v_new (optional, data != nullptr): (B, Hkv, S_new, D), written
+  //    into the cache at positions [cache_seqlens[b], cache_seqlens[b] + S_new)
+  //    before attention runs (cache_seqlens itself is not updated).
   const int32_t* cache_seqlens = nullptr;
   const int32_t* block_table = nullptr;
+  int64_t block_table_stride = 0;
+  int64_t max_pages_per_seq = 0;
+  TensorView k_new;
+  TensorView v_new;
+
+  // Split-KV workspace (CUDA only). Decode-like calls (a sequence's query
+  // rows fit one tile) split long key ranges into fixed-size chunks computed
+  // by different CTAs and combined in a fixed order: the chunk size depends
+  // only on the head dim, so a sequence's result never depends on its batch.
+  // Such calls need attention_workspace_size() bytes here (16-byte aligned);
+  // a call that needs workspace and has none is an error, never a silent
+  // slow path.
+  void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
 
   KernelConfig config;
 };
@@ -109,6 +149,20 @@ class Status {
 // Every invalid argument returns a Status naming the argument; nothing is
 // written in that case. Zero-sized problems are a valid no-op.
 Status attention_forward(const AttentionArgs& args, cudaStream_t stream = nullptr);
+
+// Bytes of workspace attention_forward(args) needs (0 when it needs none).
+// Reads only shapes and flags, never tensor or metadata contents.
+Status attention_workspace_size(const AttentionArgs& args, int64_t* bytes);
+
+// Checks the serving metadata (cu_seqlens monotonic and within the packed
+// tensors, cache lengths within capacity, block-table entries inside the
+// page pool, every length within max_seqlen_*). This reads the metadata, so
+// for CUDA tensors it copies it to the host and synchronizes the stream: a
+// debugging and API-boundary check, not for the hot path or graph capture.
+// (The kernels never read or write out of bounds even with bad metadata:
+// they clip every index; the check is what turns bad metadata into a clear
+// error.) The CPU backend always runs it.
+Status check_serving_metadata(const AttentionArgs& args, cudaStream_t stream = nullptr);
 
 // Library version, "MAJOR.MINOR.PATCH".
 const char* version();

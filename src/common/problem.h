@@ -33,6 +33,20 @@ struct Problem {
   bool has_lse = false;
   KernelConfig config;
 
+  // Serving (attention.h). With varlen, batch = num_seqs and seqlen_q/k are
+  // the max_seqlen_* bounds; with a KV cache, seqlen_k is the most keys a
+  // sequence can hold (cache capacity, or max_pages_per_seq * page_size).
+  // Per-sequence lengths are metadata the backends read themselves.
+  bool varlen_q = false;      // cu_seqlens_q set: q/out/lse packed (1, H, total_q, ...)
+  bool varlen_k = false;      // cu_seqlens_k set: k/v packed (1, Hkv, total_k, D)
+  bool kv_cache = false;      // cache_seqlens set
+  bool paged = false;         // block_table set: k/v are (num_pages, Hkv, page_size, D)
+  int64_t total_q = 0;        // packed rows of q (varlen_q)
+  int64_t total_k = 0;        // packed rows of k (varlen_k)
+  int64_t page_size = 0, num_pages = 0, max_pages_per_seq = 0, block_table_stride = 0;
+  int64_t seqlen_new = 0;     // rows of k_new/v_new appended before attention (0: none)
+  bool has_per_seq_lengths() const { return varlen_q || varlen_k || kv_cache; }
+
   int64_t group() const { return heads_q / heads_kv; }  // query heads per KV head
   int64_t diag_offset() const { return seqlen_k - seqlen_q; }
   bool is_empty() const {

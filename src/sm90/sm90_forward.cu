@@ -39,8 +39,17 @@ std::string available_tiles(DType dtype, int head_dim) {
   return s.empty() ? "none" : s;
 }
 
+// Split-KV is not in the shipped kernels yet: no call needs workspace.
+int64_t workspace_size(const Problem& /*p*/) { return 0; }
+
 Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream) {
   if (p.is_empty()) return Status::Ok();
+  // The serving paths (varlen, KV cache, paged KV, append) run on the CPU
+  // reference backend; their sm90 kernels are not in this release.
+  if (p.has_per_seq_lengths()) {
+    return Status(StatusCode::kNotSupported,
+                  "variable-length and KV-cache calls are not supported on CUDA yet (the CPU backend runs them)");
+  }
   int const arch = device_arch(p.device_index);
   if (arch != 90) {
     return Status(StatusCode::kNotSupported,

@@ -126,18 +126,22 @@ def test_audit_catches_planted_data_dependent_branches(tmp_path):
     subprocess.run([nvcc, "-cubin", "-O3", "-gencode=arch=compute_90a,code=sm_90a",
                     str(ROOT / "tests" / "sass_audit" / "planted_kernels.cu"), "-o", str(cubin)], check=True)
     reports = {r.name: r for r in audit.audit_files([str(cubin)], _cuobjdump())}
-    assert set(reports) == {"leaky_global_loop", "leaky_shared_branch", "clean_select"}
+    assert set(reports) == {"leaky_global_loop", "leaky_shared_branch", "clean_select", "clean_metadata_loop",
+                            "leaky_metadata_address"}
     assert reports["leaky_global_loop"].violations, "a loop bound loaded from global memory was missed"
     assert reports["leaky_shared_branch"].violations, "a branch on shared-memory data was missed"
     assert reports["clean_select"].violations == []
     assert reports["clean_select"].branches > 0  # its index branches are seen, and allowed
+    assert reports["clean_metadata_loop"].violations == [], "a branch on a sequence length was flagged"
+    assert reports["clean_metadata_loop"].metadata_loads == 1
+    assert reports["leaky_metadata_address"].violations, "a metadata load at a data-dependent address was missed"
 
 
 # ----------------------------------------------------------------- the library
 def _kernel_objects():
     build = pathlib.Path(os.environ.get("FLASHCORE_BUILD_DIR", ROOT / "build"))
-    return sorted(glob.glob(str(build / "CMakeFiles" / "flashcore_sm90.dir" / "**" / "instantiations" / "*.o"),
-                            recursive=True))
+    sm90 = build / "CMakeFiles" / "flashcore_sm90.dir"
+    return sorted(glob.glob(str(sm90 / "**" / "instantiations" / "*.o"), recursive=True))
 
 
 def test_flashcore_kernels_have_no_data_dependent_branch_and_no_local_memory():

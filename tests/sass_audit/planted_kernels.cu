@@ -34,3 +34,29 @@ extern "C" __global__ void clean_select(const float* x, float* y, int n) {
   for (int t = 0; t < 16; ++t) acc += v > 0.f ? __sinf(v + float(t)) : 0.5f * v;
   y[i] = acc;
 }
+
+// Metadata (lengths, offsets) read the one way flashcore's kernels read it
+// (load_index in src/sm90/seq_info.h): branches on it are allowed.
+__device__ __forceinline__ int load_index(const int* p) {
+  int v;
+  asm volatile("ld.global.nc.L2::256B.s32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+// Clean: the loop bound is a sequence length from metadata.
+extern "C" __global__ void clean_metadata_loop(const int* lengths, const float* x, float* y) {
+  int n = load_index(lengths + blockIdx.x);
+  float acc = 0.f;
+  for (int t = 0; t < n; ++t) acc += __sinf(x[t] + acc);
+  y[blockIdx.x] = acc;
+}
+
+// Leaky: a metadata-style load whose address comes from tensor data is
+// still tainted (the index itself leaks the data).
+extern "C" __global__ void leaky_metadata_address(const int* lengths, const float* x, float* y) {
+  int idx = int(x[blockIdx.x]);
+  int n = load_index(lengths + idx);
+  float acc = 0.f;
+  for (int t = 0; t < n; ++t) acc += __sinf(acc + float(t));
+  y[blockIdx.x] = acc;
+}
