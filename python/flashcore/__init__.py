@@ -274,6 +274,20 @@ def attention(
     window_left, window_right = _parse_window(window)
     cfg = (_block("block_m", block_m), _block("block_n", block_n), _block("num_splits", num_splits))
 
+    if lib == "torch":
+        # PyTorch tensors go through the torch.library custom op
+        # (flashcore/torch_ops.py: torch.compile, CUDA graphs, current stream,
+        # a clear error on backward). With out=, the result is written into
+        # out (a mutating op; copied into it only when autograd records).
+        from . import torch_ops
+
+        return torch_ops._call(
+            q, k, v, out=out, causal=bool(causal), scale=scale_value,
+            window_left=window_left, window_right=window_right, bshd=bshd,
+            return_lse=bool(return_lse), block_m=cfg[0], block_n=cfg[1],
+            num_splits=cfg[2], stream=stream,
+        )
+
     # (B, Hq, Sq) in the caller's axis order
     if bshd:
         batch, seqlen_q, heads_q = q.shape[0], q.shape[1], q.shape[2]
@@ -298,9 +312,6 @@ def attention(
         nv, b2 = _numpy_native(v)
         nout, b3 = _numpy_native(out)
         as_bf16 = b0 or b1 or b2 or b3
-    elif lib == "torch":
-        # DLPack refuses tensors that require grad; this is a forward-only op.
-        nq, nk, nv, nout = q.detach(), k.detach(), v.detach(), out.detach()
     else:
         nq, nk, nv, nout = q, k, v, out
 

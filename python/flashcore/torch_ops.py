@@ -1,0 +1,230 @@
+"""flashcore's PyTorch operators, registered with ``torch.library``.
+
+Importing this module (``flashcore.attention`` does it on its first call with
+a torch tensor) registers two custom operators:
+
+``torch.ops.flashcore.attention(q, k, v, causal=False, scale=0.0,
+window_left=-1, window_right=-1, bshd=False, return_lse=False, block_m=0,
+block_n=0, num_splits=0) -> (out, lse)``
+    Functional: allocates ``out`` (q's axis order, v's head_dim, contiguous)
+    and ``lse`` (float32 ``(B, Hq, Sq)``; an empty ``(0,)`` tensor unless
+    ``return_lse``). This is what ``flashcore.attention`` calls for torch
+    tensors.
+
+``torch.ops.flashcore.attention_out(q, k, v, out, lse, ...) -> ()``
+    The same computation written into caller-provided ``out`` (and ``lse``),
+    declared as mutating them. ``flashcore.attention(..., out=...)`` uses it
+    when no gradient is being recorded.
+
+Both have fake (meta) implementations, so ``torch.compile(fullgraph=True)``
+traces them without graph breaks, and both run on PyTorch's current CUDA
+stream of the inputs' device (inside ``torch.cuda.graph`` capture that is the
+capture stream). Inputs may be any strided views that satisfy flashcore's
+layout rule (last dimension contiguous, 16-byte aligned strides): they are
+handed to the native library through DLPack, never copied.
+
+There is no backward pass yet: the functional op registers an autograd
+formula that raises ``NotImplementedError`` naming the op, so
+``loss.backward()`` through flashcore fails loudly instead of silently
+producing no gradient.
+"""
+
+import operator
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import _C
+
+__all__ = ["attention", "attention_out", "attention_into"]
+
+_OP = "flashcore::attention"
+_OP_OUT = "flashcore::attention_out"
+
+
+def _check_4d(name: str, x: Tensor) -> None:
+    if x.dim() != 4:
+        raise ValueError(
+            f"{name}: expected a 4-d tensor (batch, heads, seqlen, head_dim) or "
+            f"(batch, seqlen, heads, head_dim), got shape {tuple(x.shape)}"
+        )
+
+
+def _out_shape(q: Tensor, v: Tensor):
+    return (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
+
+
+def _lse_shape(q: Tensor, bshd: bool):
+    if bshd:
+        return (q.shape[0], q.shape[2], q.shape[1])
+    return (q.shape[0], q.shape[1], q.shape[2])
+
+
+def _launch(q, k, v, out, lse, causal, scale, window_left, window_right, bshd,
+            block_m, block_n, num_splits) -> None:
+    """Calls the native library on PyTorch's current stream of q's device."""
+    kwargs = dict(
+        softmax_scale=float(scale),
+        causal=bool(causal),
+        window_left=int(window_left),
+        window_right=int(window_right),
+        bshd=bool(bshd),
+        block_m=int(block_m),
+        block_n=int(block_n),
+        num_splits=int(num_splits),
+    )
+    # DLPack refuses tensors that require grad; the autograd layer above this
+    # implementation already owns the graph, so plain views are enough here.
+    args = [t.detach() for t in (q, k, v, out)]
+    lse_arg = None if lse is None else lse.detach()
+    device = q.device
+
+    def alloc_workspace(nbytes: int):
+        # Split-KV workspace from the caching allocator: stream ordered, and
+        # taken from the graph's private pool during CUDA-graph capture.
+        return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+    if q.is_cuda:
+        with torch.cuda.device(device):
+            stream = torch.cuda.current_stream(device).cuda_stream
+            _C.attention_forward(*args, lse_arg, stream=int(stream),
+                                 alloc_workspace=alloc_workspace, **kwargs)
+    else:
+        _C.attention_forward(*args, lse_arg, stream=0, alloc_workspace=alloc_workspace, **kwargs)
+
+
+# ---------------------------------------------------------------- functional op
+@torch.library.custom_op(_OP, mutates_args=())
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    causal: bool = False,
+    scale: float = 0.0,
+    window_left: int = -1,
+    window_right: int = -1,
+    bshd: bool = False,
+    return_lse: bool = False,
+    block_m: int = 0,
+    block_n: int = 0,
+    num_splits: int = 0,
+) -> tuple[Tensor, Tensor]:
+    """flashcore attention as a PyTorch operator: returns ``(out, lse)``.
+
+    ``scale`` 0 means ``1/sqrt(head_dim)``; ``window_*`` -1 means unbounded;
+    ``bshd`` says that q, k, v (and out) are ``(B, S, H, D)``. ``lse`` is an
+    empty tensor unless ``return_lse``."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _check_4d(name, x)
+    out = torch.empty(_out_shape(q, v), dtype=q.dtype, device=q.device)
+    lse = torch.empty(_lse_shape(q, bshd) if return_lse else (0,), dtype=torch.float32,
+                      device=q.device)
+    _launch(q, k, v, out, lse if return_lse else None, causal, scale, window_left,
+            window_right, bshd, block_m, block_n, num_splits)
+    return out, lse
+
+
+@attention.register_fake
+def _attention_fake(q, k, v, causal=False, scale=0.0, window_left=-1, window_right=-1,
+                    bshd=False, return_lse=False, block_m=0, block_n=0, num_splits=0):
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _check_4d(name, x)
+    out = q.new_empty(_out_shape(q, v))
+    lse = q.new_empty(_lse_shape(q, bshd) if return_lse else (0,), dtype=torch.float32)
+    return out, lse
+
+
+def _setup_context(ctx, inputs, output):
+    pass
+
+
+def _backward(ctx, grad_out, grad_lse):
+    raise NotImplementedError(
+        f"{_OP} has no backward pass yet: flashcore is forward-only (inference). "
+        "Run the forward under torch.no_grad()/torch.inference_mode(), or use "
+        "torch.nn.functional.scaled_dot_product_attention where gradients are needed."
+    )
+
+
+torch.library.register_autograd(_OP, _backward, setup_context=_setup_context)
+
+
+# ---------------------------------------------------------------- out= variant
+@torch.library.custom_op(_OP_OUT, mutates_args=("out", "lse"))
+def attention_out(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    out: Tensor,
+    lse: Optional[Tensor],
+    causal: bool = False,
+    scale: float = 0.0,
+    window_left: int = -1,
+    window_right: int = -1,
+    bshd: bool = False,
+    block_m: int = 0,
+    block_n: int = 0,
+    num_splits: int = 0,
+) -> None:
+    """flashcore attention written into ``out`` (and ``lse`` unless None).
+    Forward only: it has no autograd formula (use :func:`attention_into`,
+    which falls back to the functional op when gradients are recorded)."""
+    for name, x in (("q", q), ("k", k), ("v", v), ("out", out)):
+        _check_4d(name, x)
+    _launch(q, k, v, out, lse, causal, scale, window_left, window_right, bshd,
+            block_m, block_n, num_splits)
+
+
+@attention_out.register_fake
+def _attention_out_fake(q, k, v, out, lse, causal=False, scale=0.0, window_left=-1,
+                        window_right=-1, bshd=False, block_m=0, block_n=0, num_splits=0):
+    for name, x in (("q", q), ("k", k), ("v", v), ("out", out)):
+        _check_4d(name, x)
+    return None
+
+
+# ---------------------------------------------------------------- helpers
+def _needs_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(
+        t is not None and t.requires_grad for t in tensors)
+
+
+def attention_into(q, k, v, out, lse=None, **kw) -> None:
+    """Writes attention into ``out`` (and ``lse``): with the mutating op when
+    no gradient is recorded (no extra memory), else with the functional op
+    and ``out.copy_(...)`` so that ``backward()`` reaches the op's error."""
+    if _needs_grad(q, k, v):
+        res, res_lse = attention(q, k, v, return_lse=lse is not None, **kw)
+        out.copy_(res)
+        if lse is not None:
+            lse.copy_(res_lse)
+        return
+    attention_out(q, k, v, out, lse, **kw)
+
+
+def _call(q, k, v, *, out, causal, scale, window_left, window_right, bshd, return_lse,
+          block_m, block_n, num_splits, stream):
+    """The torch branch of :func:`flashcore.attention` (arguments already
+    validated by it)."""
+    kw = dict(causal=causal, scale=scale, window_left=window_left,
+              window_right=window_right, bshd=bshd, block_m=block_m, block_n=block_n,
+              num_splits=num_splits)
+    if stream is not None:
+        try:
+            stream = operator.index(stream)
+        except TypeError:
+            raise TypeError(f"stream: expected an int, got {type(stream).__qualname__}") from None
+    if stream is not None and q.is_cuda:
+        # An explicit cudaStream_t: make it PyTorch's current stream for the
+        # call, so that the outputs are allocated for it too.
+        with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=q.device)):
+            return _call(q, k, v, out=out, return_lse=return_lse, stream=None, **kw)
+    if out is None:
+        res, lse = attention(q, k, v, return_lse=return_lse, **kw)
+        return (res, lse) if return_lse else res
+    lse = None
+    if return_lse:
+        lse = torch.empty(_lse_shape(q, bshd), dtype=torch.float32, device=q.device)
+    attention_into(q, k, v, out, lse, **kw)
+    return (out, lse) if return_lse else out
