@@ -107,13 +107,10 @@ struct AttentionArgs {
   TensorView k_new;
   TensorView v_new;
 
-  // Split-KV workspace (CUDA only). Decode-like calls (a sequence's query
-  // rows fit one tile) split long key ranges into fixed-size chunks computed
-  // by different CTAs and combined in a fixed order: the chunk size depends
-  // only on the head dim, so a sequence's result never depends on its batch.
-  // Such calls need attention_workspace_size() bytes here (16-byte aligned);
-  // a call that needs workspace and has none is an error, never a silent
-  // slow path.
+  // Split-KV workspace (CUDA only), reserved for the split-KV kernels: no
+  // call needs any yet (attention_workspace_size() returns 0). When they
+  // land, a call that needs workspace and has none will be an error, never a
+  // silent slow path.
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
 
@@ -159,9 +156,8 @@ Status attention_workspace_size(const AttentionArgs& args, int64_t* bytes);
 // page pool, every length within max_seqlen_*). This reads the metadata, so
 // for CUDA tensors it copies it to the host and synchronizes the stream: a
 // debugging and API-boundary check, not for the hot path or graph capture.
-// (The kernels never read or write out of bounds even with bad metadata:
-// they clip every index; the check is what turns bad metadata into a clear
-// error.) The CPU backend always runs it.
+// The CPU backend always runs it. (CUDA serving calls are refused for now:
+// their kernels are not in this release.)
 Status check_serving_metadata(const AttentionArgs& args, cudaStream_t stream = nullptr);
 
 // Library version, "MAJOR.MINOR.PATCH".

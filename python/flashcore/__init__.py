@@ -138,18 +138,44 @@ def _parse_window(window) -> tuple[int, int]:
     return _window_edge("left", window[0]), _window_edge("right", window[1])
 
 
-def _block(name: str, value) -> int:
-    if value is None:
-        return 0
+def _non_negative_int(name: str, value, what: str = "an int") -> int:
     if isinstance(value, bool):
-        raise TypeError(f"{name}: expected an int or None, got bool")
+        raise TypeError(f"{name}: expected {what}, got bool")
     try:
         value = operator.index(value)
     except TypeError:
-        raise TypeError(f"{name}: expected an int or None, got {_type_name(value)}") from None
+        raise TypeError(f"{name}: expected {what}, got {_type_name(value)}") from None
     if value < 0:
-        raise ValueError(f"{name}: must be positive (or None for the tuned default), got {value}")
+        raise ValueError(f"{name}: must be >= 0, got {value}")
     return value
+
+
+def _block(name: str, value) -> int:
+    """A kernel override: None (0) lets dispatch choose."""
+    return 0 if value is None else _non_negative_int(name, value, "an int or None")
+
+
+def _scale(scale) -> float:
+    """The softmax scale as the native side takes it (0: 1/sqrt(head_dim))."""
+    if scale is None:
+        return 0.0
+    try:
+        value = float(scale)
+    except (TypeError, ValueError):
+        raise TypeError(f"scale: expected a float or None, got {_type_name(scale)}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"scale: must be finite, got {value}")
+    return value
+
+
+def _stream(lib: str, q, stream) -> int:
+    """The cudaStream_t to run on: the caller's, else the library's current one."""
+    if stream is None:
+        return _current_stream(lib, q)
+    try:
+        return operator.index(stream)
+    except TypeError:
+        raise TypeError(f"stream: expected an int, got {_type_name(stream)}") from None
 
 
 def _numpy_native(x):
@@ -175,22 +201,6 @@ def _allocate(lib: str, like, shape, dtype_like: bool):
         with like.device:
             return cupy.empty(shape, dtype=like.dtype if dtype_like else cupy.float32)
     raise TypeError(f"cannot allocate arrays for library {lib!r}")  # unreachable
-
-
-def _workspace_allocator(lib: str, like):
-    """A callable nbytes -> uint8 array on `like`'s device, in `like`'s
-    library (split-KV workspace; PyTorch's caching allocator makes it cheap
-    and CUDA-graph safe)."""
-    def alloc(nbytes: int):
-        if lib == "torch":
-            torch = sys.modules["torch"]
-            return torch.empty(nbytes, dtype=torch.uint8, device=like.device)
-        if lib == "cupy":
-            cupy = sys.modules["cupy"]
-            with like.device:
-                return cupy.empty(nbytes, dtype=cupy.uint8)
-        return np.empty(nbytes, dtype=np.uint8)
-    return alloc
 
 
 def _current_stream(lib: str, q) -> int:
@@ -262,15 +272,7 @@ def attention(
     if out is not None:
         _check_array("out", out, lib)
 
-    if scale is None:
-        scale_value = 0.0
-    else:
-        try:
-            scale_value = float(scale)
-        except (TypeError, ValueError):
-            raise TypeError(f"scale: expected a float or None, got {_type_name(scale)}") from None
-        if not math.isfinite(scale_value):
-            raise ValueError(f"scale: must be finite, got {scale_value}")
+    scale_value = _scale(scale)
     window_left, window_right = _parse_window(window)
     cfg = (_block("block_m", block_m), _block("block_n", block_n), _block("num_splits", num_splits))
 
@@ -297,13 +299,7 @@ def attention(
         out = _allocate(lib, q, tuple(q.shape[:3]) + (v.shape[3],), dtype_like=True)
     lse = _allocate(lib, q, (batch, heads_q, seqlen_q), dtype_like=False) if return_lse else None
 
-    if stream is None:
-        stream_value = _current_stream(lib, q)
-    else:
-        try:
-            stream_value = operator.index(stream)
-        except TypeError:
-            raise TypeError(f"stream: expected an int, got {_type_name(stream)}") from None
+    stream_value = _stream(lib, q, stream)
 
     as_bf16 = False
     if lib == "numpy":
@@ -327,7 +323,6 @@ def attention(
         block_n=cfg[1],
         num_splits=cfg[2],
         stream=stream_value,
-        alloc_workspace=_workspace_allocator(lib, q),
     )
     if return_lse:
         return out, lse

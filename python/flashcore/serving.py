@@ -27,8 +27,6 @@ an out-of-bounds access.
 
 from __future__ import annotations
 
-import math
-import operator
 import sys
 
 import numpy as np
@@ -38,11 +36,12 @@ from . import (
     _allocate,
     _array_library,
     _check_array,
-    _current_stream,
+    _non_negative_int,
     _numpy_native,
     _parse_window,
+    _scale,
+    _stream,
     _type_name,
-    _workspace_allocator,
 )
 
 __all__ = ["attention_varlen", "attention_with_kvcache"]
@@ -71,39 +70,6 @@ def _index_array(name: str, x, lib: str):
     if _array_library(x) in (None, "dlpack"):
         raise TypeError(f"{name}: expected an int32 array, got {_type_name(x)}")
     return x
-
-
-def _size(name: str, value) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: expected an int, got bool")
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name}: expected an int, got {_type_name(value)}") from None
-    if value < 0:
-        raise ValueError(f"{name}: must be >= 0, got {value}")
-    return value
-
-
-def _scale(scale) -> float:
-    if scale is None:
-        return 0.0
-    try:
-        value = float(scale)
-    except (TypeError, ValueError):
-        raise TypeError(f"scale: expected a float or None, got {_type_name(scale)}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"scale: must be finite, got {value}")
-    return value
-
-
-def _stream(lib: str, q, stream) -> int:
-    if stream is None:
-        return _current_stream(lib, q)
-    try:
-        return operator.index(stream)
-    except TypeError:
-        raise TypeError(f"stream: expected an int, got {_type_name(stream)}") from None
 
 
 def _is_capturing(lib: str, q) -> bool:
@@ -158,7 +124,6 @@ def _run(lib, q, k, v, out, lse, *, layout, k_new=None, v_new=None, metadata, ca
         window_right=window_right,
         uint16_is_bf16=as_bf16,
         stream=stream_value,
-        alloc_workspace=_workspace_allocator(lib, q),
         check_metadata=check_metadata,
         **metadata,
     )
@@ -218,8 +183,8 @@ def attention_varlen(
     metadata = dict(
         cu_seqlens_q=_index_array("cu_seqlens_q", cu_seqlens_q, lib),
         cu_seqlens_k=_index_array("cu_seqlens_k", cu_seqlens_k, lib),
-        max_seqlen_q=_size("max_seqlen_q", max_seqlen_q),
-        max_seqlen_k=_size("max_seqlen_k", max_seqlen_k),
+        max_seqlen_q=_non_negative_int("max_seqlen_q", max_seqlen_q),
+        max_seqlen_k=_non_negative_int("max_seqlen_k", max_seqlen_k),
     )
     if metadata["cu_seqlens_q"] is None or metadata["cu_seqlens_k"] is None:
         raise TypeError("cu_seqlens_q and cu_seqlens_k: expected int32 arrays, got None")

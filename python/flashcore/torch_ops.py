@@ -79,19 +79,12 @@ def _launch(q, k, v, out, lse, causal, scale, window_left, window_right, bshd,
     args = [t.detach() for t in (q, k, v, out)]
     lse_arg = None if lse is None else lse.detach()
     device = q.device
-
-    def alloc_workspace(nbytes: int):
-        # Split-KV workspace from the caching allocator: stream ordered, and
-        # taken from the graph's private pool during CUDA-graph capture.
-        return torch.empty(nbytes, dtype=torch.uint8, device=device)
-
     if q.is_cuda:
         with torch.cuda.device(device):
             stream = torch.cuda.current_stream(device).cuda_stream
-            _C.attention_forward(*args, lse_arg, stream=int(stream),
-                                 alloc_workspace=alloc_workspace, **kwargs)
+            _C.attention_forward(*args, lse_arg, stream=int(stream), **kwargs)
     else:
-        _C.attention_forward(*args, lse_arg, stream=0, alloc_workspace=alloc_workspace, **kwargs)
+        _C.attention_forward(*args, lse_arg, stream=0, **kwargs)
 
 
 # ---------------------------------------------------------------- functional op

@@ -211,24 +211,10 @@ flashcore::AttentionArgs common_args(const InArray& q, const InArray& k, const I
   return args;
 }
 
-// Workspace, the optional metadata check, then the call itself.
-void run(flashcore::AttentionArgs& args, uintptr_t stream, const nb::object& alloc_workspace,
-         bool check_metadata) {
-  // Split-KV calls need a workspace: allocated by the caller's array library
-  // (for PyTorch, its caching allocator: no cudaMalloc on the hot path, and
-  // safe in CUDA-graph capture), kept alive by this frame until the call is
-  // enqueued; the stream-ordered allocator keeps it valid for the kernels.
-  int64_t ws_bytes = 0;
-  flashcore::Status st = flashcore::attention_workspace_size(args, &ws_bytes);
-  if (!st.ok()) raise_status(st);
-  nb::object ws_holder;
-  if (ws_bytes > 0) {
-    if (alloc_workspace.is_none()) throw nb::value_error("this call needs a split-KV workspace but no allocator was given");
-    ws_holder = alloc_workspace(ws_bytes);
-    OutArray ws = nb::cast<OutArray>(ws_holder);
-    args.workspace = ws.data();
-    args.workspace_bytes = int64_t(ws.nbytes());
-  }
+// The optional metadata check, then the call itself. (No call needs a
+// split-KV workspace yet: attention_workspace_size() is 0 for all of them.)
+void run(flashcore::AttentionArgs& args, uintptr_t stream, bool check_metadata) {
+  flashcore::Status st;
   {
     // The arrays stay referenced by the callers' arguments while the GIL is
     // released, so other Python threads cannot free them under us.
@@ -243,15 +229,14 @@ void run(flashcore::AttentionArgs& args, uintptr_t stream, const nb::object& all
 void attention_forward(const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
                        std::optional<OutArray> lse, float softmax_scale, bool causal,
                        int64_t window_left, int64_t window_right, bool bshd, bool uint16_is_bf16,
-                       int block_m, int block_n, int num_splits, uintptr_t stream,
-                       nb::object alloc_workspace) {
+                       int block_m, int block_n, int num_splits, uintptr_t stream) {
   flashcore::AttentionArgs args =
       common_args(q, k, v, out, lse, bshd ? Layout::kBSHD : Layout::kBHSD, uint16_is_bf16, softmax_scale, causal,
                   window_left, window_right);
   args.config.block_m = block_m;
   args.config.block_n = block_n;
   args.config.num_splits = num_splits;
-  run(args, stream, alloc_workspace, false);
+  run(args, stream, false);
 }
 
 void attention_serving(const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
@@ -260,8 +245,7 @@ void attention_serving(const InArray& q, const InArray& k, const InArray& v, con
                        int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<InArray> cache_seqlens,
                        std::optional<InArray> block_table, std::optional<InArray> k_new,
                        std::optional<InArray> v_new, float softmax_scale, bool causal, int64_t window_left,
-                       int64_t window_right, bool uint16_is_bf16, uintptr_t stream, nb::object alloc_workspace,
-                       bool check_metadata) {
+                       int64_t window_right, bool uint16_is_bf16, uintptr_t stream, bool check_metadata) {
   const Layout lay = parse_layout(layout);
   flashcore::AttentionArgs args =
       common_args(q, k, v, out, lse, lay, uint16_is_bf16, softmax_scale, causal, window_left, window_right);
@@ -301,7 +285,7 @@ void attention_serving(const InArray& q, const InArray& k, const InArray& v, con
                                 .c_str());
     }
   }
-  run(args, stream, alloc_workspace, check_metadata);
+  run(args, stream, check_metadata);
 }
 
 }  // namespace
@@ -314,14 +298,11 @@ NB_MODULE(_C, m) {
         nb::arg("causal") = false, nb::arg("window_left") = -1, nb::arg("window_right") = -1,
         nb::arg("bshd") = false, nb::arg("uint16_is_bf16") = false, nb::arg("block_m") = 0,
         nb::arg("block_n") = 0, nb::arg("num_splits") = 0, nb::arg("stream") = 0,
-        nb::arg("alloc_workspace").none() = nb::none(),
         "Low-level call of flashcore::attention_forward on DLPack arrays.\n\n"
         "q, k, v, out are 4-d arrays read as (B, H, S, D), or as (B, S, H, D) when\n"
         "bshd is true; lse is None or a float32 (B, H, Sq) array. uint16 arrays are\n"
         "read as bfloat16 when uint16_is_bf16 is true. stream is a cudaStream_t as an\n"
-        "integer (0: the default stream). alloc_workspace(nbytes) returns a uint8\n"
-        "device array, called only when the call needs split-KV workspace.\n"
-        "The GIL is released during the call.\n\n"
+        "integer (0: the default stream). The GIL is released during the call.\n\n"
         "Raises ValueError (invalid argument), TypeError (unsupported dtype, device\n"
         "or configuration) or RuntimeError (CUDA or internal error).");
 
@@ -332,7 +313,7 @@ NB_MODULE(_C, m) {
         nb::arg("k_new").none() = nb::none(), nb::arg("v_new").none() = nb::none(),
         nb::arg("softmax_scale") = 0.0f, nb::arg("causal") = false, nb::arg("window_left") = -1,
         nb::arg("window_right") = -1, nb::arg("uint16_is_bf16") = false, nb::arg("stream") = 0,
-        nb::arg("alloc_workspace").none() = nb::none(), nb::arg("check_metadata") = false,
+        nb::arg("check_metadata") = false,
         "Low-level serving call of flashcore::attention_forward on DLPack arrays.\n\n"
         "layout: 'thd' (variable length: q/out (total_q, Hq, D), k/v (total_k, Hkv, D),\n"
         "lse (Hq, total_q)), or 'bshd'/'bhsd' (KV cache: q/out/k_new/v_new 4-d, k/v the\n"

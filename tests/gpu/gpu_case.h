@@ -50,23 +50,7 @@ struct GpuRun {
     args.out = out->view;
     args.lse = lse->view;
     if (!with_lse) args.lse.data = nullptr;
-    attach_workspace();
   }
-
-  // Split-KV calls need a workspace (attention.h); sized for the current args.
-  void attach_workspace() {
-    int64_t bytes = 0;
-    if (!flashcore::attention_workspace_size(args, &bytes).ok() || bytes == 0) return;
-    void* p = nullptr;
-    if (cudaMalloc(&p, size_t(bytes)) != cudaSuccess) return;  // the call then reports the missing workspace
-    workspace.reset(p);
-    args.workspace = p;
-    args.workspace_bytes = bytes;
-  }
-  struct CudaFree {
-    void operator()(void* p) const { cudaFree(p); }
-  };
-  std::unique_ptr<void, CudaFree> workspace;
 
   flashcore::Status run(cudaStream_t stream = nullptr) {
     out->poison();
