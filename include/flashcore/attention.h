@@ -107,10 +107,14 @@ struct AttentionArgs {
   TensorView k_new;
   TensorView v_new;
 
-  // Split-KV workspace (CUDA only), reserved for the split-KV kernels: no
-  // call needs any yet (attention_workspace_size() returns 0). When they
-  // land, a call that needs workspace and has none will be an error, never a
-  // silent slow path.
+  // Split-KV workspace (CUDA only). Serving calls (varlen, KV cache) whose
+  // sequences have at most 64 query rows (after GQA packing) split long key
+  // ranges into chunks of 256 keys at fixed positions, computed by different
+  // CTAs and combined in a fixed order: where a sequence splits depends only
+  // on its own lengths, so its result never depends on its batch. Such calls
+  // need attention_workspace_size() bytes here (16-byte aligned); a call
+  // that needs workspace and has none is an error, never a silent slow path.
+  // config.num_splits = 1 turns splitting off; plain calls never split.
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
 
@@ -156,8 +160,9 @@ Status attention_workspace_size(const AttentionArgs& args, int64_t* bytes);
 // page pool, every length within max_seqlen_*). This reads the metadata, so
 // for CUDA tensors it copies it to the host and synchronizes the stream: a
 // debugging and API-boundary check, not for the hot path or graph capture.
-// The CPU backend always runs it. (CUDA serving calls are refused for now:
-// their kernels are not in this release.)
+// (The kernels never read or write out of bounds even with bad metadata:
+// they clip every index; the check is what turns bad metadata into a clear
+// error.) The CPU backend always runs it.
 Status check_serving_metadata(const AttentionArgs& args, cudaStream_t stream = nullptr);
 
 // Library version, "MAJOR.MINOR.PATCH".

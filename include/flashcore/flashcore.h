@@ -46,9 +46,11 @@
  *   (cache_seqlens itself is not updated). cu_seqlens_q with cache_seqlens
  *   is FC_ERR_NOT_SUPPORTED for now.
  *   Metadata arrays live where the tensors live (device memory of the same
- *   GPU for CUDA tensors). fc_check_serving_metadata() checks their
- *   contents; the CPU backend always does. On CUDA, serving calls return
- *   FC_ERR_NOT_SUPPORTED for now (their kernels are not in this release).
+ *   GPU for CUDA tensors). fc_attention_forward() checks their shapes and
+ *   combinations, never their contents, on CUDA (the kernels clip every
+ *   index); fc_check_serving_metadata() checks the contents. The CPU backend
+ *   always checks the contents. On CUDA, serving calls support head dims
+ *   64, 96 and 128 (head_dim 256: FC_ERR_NOT_SUPPORTED).
  *   A sequence with no keys outputs zeros and lse = -inf.
  *
  * Errors
@@ -136,7 +138,7 @@ typedef struct fc_attention_args {
   int64_t max_pages_per_seq;    /* with block_table: > 0; else 0 */
   fc_tensor k_new;              /* optional (k_new.data == NULL: none): (B, Hkv, S_new, D) */
   fc_tensor v_new;              /* with k_new: same shape and dtype */
-  void* workspace;              /* reserved for split-KV (CUDA): no call needs any yet (size query gives 0) */
+  void* workspace;              /* split-KV workspace (CUDA): fc_attention_workspace_size() bytes, 16-byte aligned */
   int64_t workspace_bytes;      /* size of workspace in bytes */
 } fc_attention_args;
 

@@ -5,9 +5,18 @@ backend) and on CUDA arrays (the Hopper sm_90a kernels, when the native
 library was built with CUDA). Arrays are taken through DLPack without
 copies; outputs are allocated with the caller's array library.
 
-Supported array libraries for allocation: NumPy (float32, float16 and
-``ml_dtypes.bfloat16``), PyTorch and CuPy. PyTorch and CuPy are imported
-only if the caller already uses them.
+Supported array libraries: NumPy (float32, float16 and
+``ml_dtypes.bfloat16``), PyTorch, CuPy and JAX (``jax.Array`` on one CPU or
+GPU device; :func:`attention` only, not the serving entry points). PyTorch,
+CuPy and JAX are imported only if the caller already uses them.
+
+JAX arrays are immutable: for them :func:`attention` returns new
+``jax.Array`` objects (allocated by JAX, written by the kernel, no copy) and
+refuses ``out=``. It cannot be traced (``jax.jit``, ``vmap``, ``grad``):
+call it on concrete arrays. On the GPU it runs on the stream JAX sets aside
+for external work, ordered after the computations that produced the inputs
+through the DLPack stream protocol, and returns once the kernel has
+finished.
 
 Masking is aligned to the bottom-right corner when ``seqlen_q != seqlen_k``:
 query row ``i`` sits at key position ``i + (seqlen_k - seqlen_q)`` and may
@@ -59,18 +68,22 @@ _NUMPY_DTYPES = ("float32", "float16", "bfloat16")
 
 # ----------------------------------------------------------------- helpers
 def _array_library(x) -> str | None:
-    """Which array library `x` belongs to: 'numpy', 'torch', 'cupy',
+    """Which array library `x` belongs to: 'numpy', 'torch', 'cupy', 'jax',
     'dlpack' (some other DLPack producer) or None (not an array)."""
     if isinstance(x, np.ndarray):
         return "numpy"
-    # A torch tensor or CuPy array can only exist if its module is loaded,
-    # so look in sys.modules instead of importing the (optional) libraries.
+    # A torch tensor, CuPy or JAX array can only exist if its module is
+    # loaded, so look in sys.modules instead of importing the (optional)
+    # libraries.
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
         return "torch"
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(x, cupy.ndarray):
         return "cupy"
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(x, jax.Array):  # tracers too: see _check_jax
+        return "jax"
     if hasattr(x, "__dlpack__"):
         return "dlpack"
     return None
@@ -81,22 +94,26 @@ def _type_name(x) -> str:
     return f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
 
 
-def _check_array(name: str, x, lib: str | None = None) -> str:
+def _check_array(name: str, x, lib: str | None = None, *, jax_ok: bool = False) -> str:
+    """The array library of `x` (the same as `lib` when given), after the
+    checks all entry points share. JAX arrays only where `jax_ok`."""
     found = _array_library(x)
     if found is None:
         raise TypeError(
-            f"{name}: expected an array (NumPy, PyTorch or CuPy), got {_type_name(x)}"
+            f"{name}: expected an array (NumPy, PyTorch, CuPy or JAX), got {_type_name(x)}"
         )
     if found == "dlpack":
         raise TypeError(
             f"{name}: arrays of type {_type_name(x)} are not supported yet; "
-            "flashcore.attention allocates outputs with NumPy, PyTorch or CuPy"
+            "flashcore.attention allocates outputs with NumPy, PyTorch, CuPy or JAX"
         )
     if lib is not None and found != lib:
         raise TypeError(
             f"{name}: is a {found} array but q is a {lib} array; "
             "q, k, v and out must come from the same array library"
         )
+    if found == "jax":
+        _check_jax(name, x, jax_ok)
     if x.ndim != 4:
         raise ValueError(
             f"{name}: expected a 4-d array (batch, heads, seqlen, head_dim) or "
@@ -108,6 +125,63 @@ def _check_array(name: str, x, lib: str | None = None) -> str:
             "float32, float16 and bfloat16 (ml_dtypes.bfloat16 for NumPy)"
         )
     return found
+
+
+def _check_jax(name: str, x, jax_ok: bool) -> None:
+    jax = sys.modules["jax"]
+    if isinstance(x, jax.core.Tracer):
+        raise TypeError(
+            f"{name}: is a traced JAX value (inside jax.jit, vmap, grad, ...); "
+            "flashcore.attention runs eagerly on concrete jax.Arrays: call it "
+            "outside the transformation"
+        )
+    if not jax_ok:
+        raise TypeError(
+            f"{name}: JAX arrays are taken by flashcore.attention only, not (yet) by this function"
+        )
+    if len(x.devices()) != 1:
+        raise TypeError(
+            f"{name}: is sharded over {len(x.devices())} devices; flashcore takes "
+            "JAX arrays that live on one device"
+        )
+
+
+def _jax_device(x):
+    (device,) = x.devices()
+    return device
+
+
+def _jax_dlpack(x, stream: int):
+    """A DLPack capsule of JAX array `x` (None stays None). With a stream (the
+    DLPack stream protocol), JAX makes that stream wait until `x` is written,
+    without blocking the host; without one (CPU), JAX waits on the host."""
+    return None if x is None else x.__dlpack__(stream=stream or None)
+
+
+class _JaxWritten:
+    """`x` for jax.dlpack.from_dlpack, which then returns a new jax.Array on
+    the same buffer (no copy) that JAX considers written once the work queued
+    so far on its stream for external work (the kernel's: _current_stream)
+    has run. (Wrapped, so that JAX cannot short-cut one of its own arrays.)"""
+
+    def __init__(self, x):
+        self._x = x
+
+    def __dlpack_device__(self):
+        return self._x.__dlpack_device__()
+
+    def __dlpack__(self, *, stream=None, **_):
+        return _jax_dlpack(self._x, stream)
+
+
+def _jax_results(*arrays):
+    """The JAX arrays flashcore just wrote (None stays None), as arrays that
+    JAX orders after the kernel. Then waits for the kernel: JAX does not know
+    that flashcore's stream still reads the inputs, and could hand their
+    memory to its own computations as soon as the caller drops them."""
+    jax = sys.modules["jax"]
+    results = tuple(None if x is None else jax.dlpack.from_dlpack(_JaxWritten(x)) for x in arrays)
+    return jax.block_until_ready(results)
 
 
 def _window_edge(name: str, value) -> int:
@@ -172,6 +246,11 @@ def _stream(lib: str, q, stream) -> int:
     """The cudaStream_t to run on: the caller's, else the library's current one."""
     if stream is None:
         return _current_stream(lib, q)
+    if lib == "jax":
+        raise TypeError(
+            "stream: must be None for JAX arrays; flashcore runs them on the "
+            "stream JAX sets aside for external work"
+        )
     try:
         return operator.index(stream)
     except TypeError:
@@ -200,6 +279,12 @@ def _allocate(lib: str, like, shape, dtype_like: bool):
         cupy = sys.modules["cupy"]
         with like.device:
             return cupy.empty(shape, dtype=like.dtype if dtype_like else cupy.float32)
+    if lib == "jax":
+        # (jnp.empty fills zeros; the kernel's stream waits for that fill.)
+        jnp = sys.modules["jax"].numpy
+        return jnp.empty(
+            shape, dtype=like.dtype if dtype_like else jnp.float32, device=_jax_device(like)
+        )
     raise TypeError(f"cannot allocate arrays for library {lib!r}")  # unreachable
 
 
@@ -211,6 +296,21 @@ def _current_stream(lib: str, q) -> int:
         cupy = sys.modules["cupy"]
         with q.device:
             return int(cupy.cuda.get_current_stream().ptr)
+    if lib == "jax":
+        # JAX has no current stream. This is the one it sets aside for work
+        # outside JAX: its DLPack exports can make it wait for JAX's
+        # computations, and jax.dlpack.from_dlpack records on it when an
+        # imported array is ready (see _jax_dlpack and _JaxWritten).
+        device = _jax_device(q)
+        if device.platform == "cpu":
+            return 0
+        try:
+            return int(device.get_stream_for_external_ready_events())
+        except sys.modules["jax"].errors.JaxRuntimeError as e:
+            raise TypeError(
+                f"q: JAX does not give out a stream for external work on {device} "
+                f"({e}); flashcore cannot order its kernel after JAX's"
+            ) from None
     return 0
 
 
@@ -245,14 +345,17 @@ def attention(
       return_lse: also return the log-sum-exp (natural log) of each row's
         scaled scores, float32, shaped (B, Hq, Sq).
       out: optional output array (same shape, dtype, device and library as the
-        result would have); written in place and returned.
+        result would have); written in place and returned. Not for JAX
+        arrays, which are immutable (TypeError).
       block_m, block_n, num_splits: kernel configuration overrides for the
         CUDA backend; None lets dispatch choose.
       stream: cudaStream_t as an int; default: PyTorch's / CuPy's current
-        stream for CUDA tensors, else 0. Ignored for host arrays.
+        stream for CUDA tensors, else 0. Ignored for host arrays. Must be None
+        for JAX arrays (GPU ones run on JAX's stream for external work).
 
     Returns:
-      out, or (out, lse) when return_lse.
+      out, or (out, lse) when return_lse: arrays of q's library on q's
+      device (new jax.Arrays for JAX, returned once they are written).
 
     Raises:
       TypeError: not an array, unsupported array library, dtype or device.
@@ -266,11 +369,16 @@ def attention(
         raise ValueError(f"layout: expected 'bhsd' or 'bshd', got {layout!r}")
     bshd = layout_key == "bshd"
 
-    lib = _check_array("q", q)
-    _check_array("k", k, lib)
-    _check_array("v", v, lib)
+    lib = _check_array("q", q, jax_ok=True)
+    _check_array("k", k, lib, jax_ok=True)
+    _check_array("v", v, lib, jax_ok=True)
     if out is not None:
-        _check_array("out", out, lib)
+        _check_array("out", out, lib, jax_ok=True)
+        if lib == "jax":
+            raise TypeError(
+                "out: JAX arrays are immutable, so flashcore cannot write into one; "
+                "leave out=None and use the returned jax.Array"
+            )
 
     scale_value = _scale(scale)
     window_left, window_right = _parse_window(window)
@@ -295,24 +403,26 @@ def attention(
         batch, seqlen_q, heads_q = q.shape[0], q.shape[1], q.shape[2]
     else:
         batch, heads_q, seqlen_q = q.shape[0], q.shape[1], q.shape[2]
+    stream_value = _stream(lib, q, stream)
     if out is None:
         out = _allocate(lib, q, tuple(q.shape[:3]) + (v.shape[3],), dtype_like=True)
     lse = _allocate(lib, q, (batch, heads_q, seqlen_q), dtype_like=False) if return_lse else None
 
-    stream_value = _stream(lib, q, stream)
-
     as_bf16 = False
+    nlse = lse
     if lib == "numpy":
         nq, b0 = _numpy_native(q)
         nk, b1 = _numpy_native(k)
         nv, b2 = _numpy_native(v)
         nout, b3 = _numpy_native(out)
         as_bf16 = b0 or b1 or b2 or b3
+    elif lib == "jax":
+        nq, nk, nv, nout, nlse = (_jax_dlpack(x, stream_value) for x in (q, k, v, out, lse))
     else:
         nq, nk, nv, nout = q, k, v, out
 
     _C.attention_forward(
-        nq, nk, nv, nout, lse,
+        nq, nk, nv, nout, nlse,
         softmax_scale=scale_value,
         causal=bool(causal),
         window_left=window_left,
@@ -324,6 +434,8 @@ def attention(
         num_splits=cfg[2],
         stream=stream_value,
     )
+    if lib == "jax":
+        out, lse = _jax_results(out, lse)
     if return_lse:
         return out, lse
     return out

@@ -72,6 +72,23 @@ def _index_array(name: str, x, lib: str):
     return x
 
 
+def _workspace_allocator(lib: str, like):
+    """A callable nbytes -> uint8 array on `like`'s device for the split-KV
+    workspace (PyTorch's caching allocator makes it cheap and CUDA-graph
+    safe), or None where no call needs one (the CPU backend)."""
+    if lib == "torch" and like.is_cuda:
+        torch = sys.modules["torch"]
+        return lambda nbytes: torch.empty(nbytes, dtype=torch.uint8, device=like.device)
+    if lib == "cupy":
+        cupy = sys.modules["cupy"]
+
+        def alloc(nbytes: int):
+            with like.device:
+                return cupy.empty(nbytes, dtype=cupy.uint8)
+        return alloc
+    return None
+
+
 def _is_capturing(lib: str, q) -> bool:
     """True while the caller's current CUDA stream captures a graph."""
     if lib == "torch":
@@ -125,6 +142,7 @@ def _run(lib, q, k, v, out, lse, *, layout, k_new=None, v_new=None, metadata, ca
         uint16_is_bf16=as_bf16,
         stream=stream_value,
         check_metadata=check_metadata,
+        alloc_workspace=_workspace_allocator(lib, q),
         **metadata,
     )
 

@@ -211,10 +211,28 @@ flashcore::AttentionArgs common_args(const InArray& q, const InArray& k, const I
   return args;
 }
 
-// The optional metadata check, then the call itself. (No call needs a
-// split-KV workspace yet: attention_workspace_size() is 0 for all of them.)
-void run(flashcore::AttentionArgs& args, uintptr_t stream, bool check_metadata) {
+// The split-KV workspace (serving calls only: alloc_workspace is None for
+// plain calls, which never need one), the optional metadata check, then the
+// call itself.
+void run(flashcore::AttentionArgs& args, uintptr_t stream, bool check_metadata,
+         const nb::object& alloc_workspace = nb::none()) {
   flashcore::Status st;
+  // The workspace comes from the caller's array library (for PyTorch its
+  // caching allocator: no cudaMalloc on the hot path, and the graph's pool
+  // during CUDA-graph capture); this frame keeps it alive until the call is
+  // enqueued, and the stream-ordered allocator keeps it valid for the kernels.
+  nb::object ws_holder;
+  if (!alloc_workspace.is_none()) {
+    int64_t ws_bytes = 0;
+    st = flashcore::attention_workspace_size(args, &ws_bytes);
+    if (!st.ok()) raise_status(st);
+    if (ws_bytes > 0) {
+      ws_holder = alloc_workspace(ws_bytes);
+      OutArray ws = nb::cast<OutArray>(ws_holder);
+      args.workspace = ws.data();
+      args.workspace_bytes = int64_t(ws.nbytes());
+    }
+  }
   {
     // The arrays stay referenced by the callers' arguments while the GIL is
     // released, so other Python threads cannot free them under us.
@@ -245,7 +263,8 @@ void attention_serving(const InArray& q, const InArray& k, const InArray& v, con
                        int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<InArray> cache_seqlens,
                        std::optional<InArray> block_table, std::optional<InArray> k_new,
                        std::optional<InArray> v_new, float softmax_scale, bool causal, int64_t window_left,
-                       int64_t window_right, bool uint16_is_bf16, uintptr_t stream, bool check_metadata) {
+                       int64_t window_right, bool uint16_is_bf16, uintptr_t stream, bool check_metadata,
+                       const nb::object& alloc_workspace) {
   const Layout lay = parse_layout(layout);
   flashcore::AttentionArgs args =
       common_args(q, k, v, out, lse, lay, uint16_is_bf16, softmax_scale, causal, window_left, window_right);
@@ -285,7 +304,7 @@ void attention_serving(const InArray& q, const InArray& k, const InArray& v, con
                                 .c_str());
     }
   }
-  run(args, stream, check_metadata);
+  run(args, stream, check_metadata, alloc_workspace);
 }
 
 }  // namespace
@@ -313,7 +332,7 @@ NB_MODULE(_C, m) {
         nb::arg("k_new").none() = nb::none(), nb::arg("v_new").none() = nb::none(),
         nb::arg("softmax_scale") = 0.0f, nb::arg("causal") = false, nb::arg("window_left") = -1,
         nb::arg("window_right") = -1, nb::arg("uint16_is_bf16") = false, nb::arg("stream") = 0,
-        nb::arg("check_metadata") = false,
+        nb::arg("check_metadata") = false, nb::arg("alloc_workspace").none() = nb::none(),
         "Low-level serving call of flashcore::attention_forward on DLPack arrays.\n\n"
         "layout: 'thd' (variable length: q/out (total_q, Hq, D), k/v (total_k, Hkv, D),\n"
         "lse (Hq, total_q)), or 'bshd'/'bhsd' (KV cache: q/out/k_new/v_new 4-d, k/v the\n"
@@ -322,7 +341,9 @@ NB_MODULE(_C, m) {
         "(B, max_pages_per_seq) are int32 arrays on q's device; num_seqs, the block\n"
         "table's sizes and row stride come from their shapes. check_metadata runs\n"
         "flashcore::check_serving_metadata first (for CUDA: a copy to the host and a\n"
-        "stream synchronization). Other arguments as in attention_forward.");
+        "stream synchronization). alloc_workspace: None, or a callable nbytes -> a\n"
+        "uint8 array on q's device, called when the call splits its keys (split-KV)\n"
+        "and needs workspace. Other arguments as in attention_forward.");
 
   m.def("version", [] { return std::string(flashcore::version()); },
         "The native library's version, 'MAJOR.MINOR.PATCH'.");

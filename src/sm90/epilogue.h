@@ -1,14 +1,21 @@
-// Epilogue of one tile: O is normalized by 1/l, converted to the output type,
-// staged into shared memory (its own buffer, or Q's: see kernel_traits.h)
-// with stmatrix, and written by one TMA store. TMA clips the rows and columns that
-// fall outside the tensor, so tails need no predicates. The LSE of each row is
-// written straight from registers by the first thread of the row's quad.
+// Epilogue of one tile. O is normalized by 1/l and leaves the CTA one of three ways:
+//  - TMA store (plain and KV-cache calls): converted to the output type,
+//    staged into shared memory (its own buffer, or Q's: see kernel_traits.h)
+//    with stmatrix, and written by one TMA store. TMA clips the rows and
+//    columns that fall outside the tensor, so tails need no predicates.
+//  - direct stores (varlen q): straight from registers, rows past the
+//    sequence skipped; a TMA store would spill into the next sequence.
+//  - split-KV partial (seq_info.h): fp32 into the workspace, with the row's
+//    LSE, for the combine kernel.
+// The LSE of each row is written straight from registers by the first thread
+// of the row's quad.
 #pragma once
 
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 
 #include "sm90/kernel_params.h"
+#include "sm90/seq_info.h"
 #include "sm90/tile_scheduler.h"
 #include "sm90/wgmma_utils.h"
 
@@ -28,18 +35,70 @@ struct Epilogue {
     if (mma_thread == 0) tma_store_wait<0>();
   }
 
+  // (row, col) of each accumulator element this thread holds, row/col view.
+  CUTE_DEVICE static auto coords(int mma_thread) {
+    typename Traits::TiledMmaPV tiled_mma_pv;
+    Tensor cO = make_identity_tensor(select<0, 1>(typename Traits::TileShapePV{}));
+    Tensor tOcO = tiled_mma_pv.get_thread_slice(mma_thread).partition_C(cO);
+    return make_tensor(tOcO.data(), acc_layout_rowcol(tOcO.layout()));
+  }
+
   template <class FragO, int kRows>
   CUTE_DEVICE static void store(Params const& params, Storage& storage, FragO& tOrO,
                                 float const (&inv_sum)[kRows], float const (&lse)[kRows],
-                                Element* q_smem, int mma_thread, TileCoord const& t) {
+                                Element* q_smem, int mma_thread, TileCoord const& t, SeqInfo const& si,
+                                TileWork const& w) {
     Tensor o_rc = make_tensor(tOrO.data(), acc_layout_rowcol(tOrO.layout()));
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r) {
       CUTLASS_PRAGMA_UNROLL
       for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= inv_sum[r];
     }
+    Tensor coord_rc = coords(mma_thread);
+    int const row0 = w.m_block * Traits::kBlockM;
+
+    if (w.num_splits > 1) {
+      // Split-KV partial: rows < seqlen_q <= kSplitMaxRows, m_block 0.
+      int64_t const slot = (int64_t(t.batch) * params.heads_q + t.head) * params.seq.max_splits + w.split;
+      float* po = params.partial_o + slot * params.partial_rows * params.head_dim;
+      float* pl = params.partial_lse + slot * params.partial_rows;
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        int const row = get<0>(coord_rc(r, 0));
+        if (row < si.seqlen_q) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < size<1>(o_rc); c += 2) {
+            *reinterpret_cast<float2*>(po + row * params.head_dim + get<1>(coord_rc(r, c))) =
+                make_float2(o_rc(r, c), o_rc(r, c + 1));
+          }
+          if (get<1>(coord_rc(r, 0)) == 0) pl[row] = lse[r];
+        }
+      }
+      release_q_without_tma(storage, mma_thread);
+      return;
+    }
+
     Tensor rO = make_tensor<Element>(tOrO.layout());
     convert_into(tOrO, rO);
+    if (Traits::kVarlen && params.o_direct) {
+      Tensor ro_rc = make_tensor(rO.data(), acc_layout_rowcol(rO.layout()));
+      Element* o = params.o_ptr + int64_t(si.q_offset) * params.o_stride_s + int64_t(t.head) * params.o_stride_h;
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        int const row = row0 + get<0>(coord_rc(r, 0));
+        if (row < si.seqlen_q) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < size<1>(ro_rc); c += 2) {
+            Element pair[2] = {ro_rc(r, c), ro_rc(r, c + 1)};
+            *reinterpret_cast<uint32_t*>(o + row * params.o_stride_s + get<1>(coord_rc(r, c))) =
+                *reinterpret_cast<uint32_t*>(pair);
+          }
+        }
+      }
+      store_lse(params, lse, coord_rc, t, si, row0);
+      release_q_without_tma(storage, mma_thread);
+      return;
+    }
 
     Element* o_buffer = Traits::kSeparateO ? storage.smem_o.data() : q_smem;
     Tensor sO = make_tensor(make_smem_ptr(o_buffer), typename Traits::SmemLayoutO{});
@@ -57,9 +116,9 @@ struct Epilogue {
 
     if (mma_thread == 0) {
       Tensor mO = params.tma_o.get_tma_tensor(
-          make_shape(params.seqlen_q, params.head_dim, params.heads_q, params.batch));
+          make_shape(params.seq.seqlen_q, params.head_dim, params.heads_q, params.batch));
       Tensor gO = local_tile(mO(_, _, t.head, t.batch), select<0, 1>(typename Traits::TileShapePV{}),
-                             make_coord(t.m_block, _0{}));
+                             make_coord(w.m_block, _0{}));
       auto tma_o = params.tma_o.get_slice(_0{});
       copy(params.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
       tma_store_arrive();
@@ -68,20 +127,30 @@ struct Epilogue {
         storage.barrier_q_free[0].arrive();  // one Q buffer when O aliases it
       }
     }
+    store_lse(params, lse, coord_rc, t, si, row0);
+  }
 
-    if (params.lse != nullptr) {
-      typename Traits::TiledMmaPV tiled_mma_pv;
-      Tensor cO = make_identity_tensor(select<0, 1>(typename Traits::TileShapePV{}));
-      Tensor tOcO = tiled_mma_pv.get_thread_slice(mma_thread).partition_C(cO);
-      Tensor coord_rc = make_tensor(tOcO.data(), acc_layout_rowcol(tOcO.layout()));
-      CUTLASS_PRAGMA_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        int row = t.m_block * Traits::kBlockM + get<0>(coord_rc(r, 0));
-        if (get<1>(coord_rc(r, 0)) == 0 && row < params.seqlen_q) {
-          params.lse[t.batch * params.lse_stride_b + t.head * params.lse_stride_h +
-                     row * params.lse_stride_s] = lse[r];
-        }
+ private:
+  template <int kRows, class TC>
+  CUTE_DEVICE static void store_lse(Params const& params, float const (&lse)[kRows], TC const& coord_rc,
+                                    TileCoord const& t, SeqInfo const& si, int row0) {
+    if (params.lse == nullptr) return;
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      int row = row0 + get<0>(coord_rc(r, 0));
+      if (get<1>(coord_rc(r, 0)) == 0 && row < si.seqlen_q) {
+        params.lse[int64_t(t.batch) * params.lse_stride_b + int64_t(t.head) * params.lse_stride_h +
+                   int64_t(si.q_offset + row) * params.lse_stride_s] = lse[r];
       }
+    }
+  }
+
+  // When O aliases Q (no TMA store to wait for here), the Q buffer is free
+  // once every consumer warpgroup is past its last Q·Kᵀ.
+  CUTE_DEVICE static void release_q_without_tma(Storage& storage, int mma_thread) {
+    if constexpr (!Traits::kSeparateO) {
+      cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads, kEpilogueBarrier);
+      if (mma_thread == 0) storage.barrier_q_free[0].arrive();
     }
   }
 };

@@ -37,6 +37,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_o.get_tma_descriptor());
+    if (Traits::kPagedKV && params.block_table != nullptr) {
+      cute::prefetch_tma_descriptor(params.tma_k_chunk.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_v_chunk.get_tma_descriptor());
+    }
     for (int i = 0; i < Traits::kQStages; ++i) {
       storage.barrier_q[i].init(1);
       storage.barrier_q_free[i].init(Traits::kQFreeArrivals);
@@ -63,29 +67,31 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     typename Traits::TiledMmaPV tiled_mma_pv;
     Tensor tOrO = partition_fragment_C(tiled_mma_pv, select<0, 1>(typename Traits::TileShapePV{}));
     typename Traits::PipelineState read_state;
-    BlockMask<Traits::kBlockM, Traits::kBlockN> mask{params.seqlen_q, params.seqlen_k,
-                                                     params.window_left, params.window_right};
     StaticTileScheduler<KernelParams<Traits>> scheduler{params};
 
     Mma::prime_turns(mma_thread);
-    int iter = 0;
+    int iter = 0, q_iter = 0;
     for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
       TileCoord t = scheduler.decode(tile);
-      int n_min, n_max;
-      mask.n_block_range(t.m_block, n_min, n_max);
+      SeqInfo const si = seq_info<Traits::kServing>(params.seq, t.batch);
+      TileWork const w = tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kSplitKV>(params.seq, si, t.unit);
+      if (!w.active) continue;  // the producer skips the same tiles
+      BlockMask<Traits::kBlockM, Traits::kBlockN> mask{si.seqlen_q, si.seqlen_k, params.seq.window_left,
+                                                       params.seq.window_right};
       typename Mma::Softmax softmax(params.scale_log2);
       clear(tOrO);
-      int const qb = iter % Traits::kQStages;
-      auto* q_smem = Traits::q_buffer(storage, iter);
-      storage.barrier_q[qb].wait((iter / Traits::kQStages) & 1);
-      if (n_min < n_max) {
-        Mma::run(params, storage, pipeline_k, pipeline_v, read_state, q_smem, mma_thread, t.m_block,
-                 n_min, n_max, tOrO, softmax);
+      int const qb = q_iter % Traits::kQStages;
+      auto* q_smem = Traits::q_buffer(storage, q_iter);
+      storage.barrier_q[qb].wait((q_iter / Traits::kQStages) & 1);
+      ++q_iter;
+      if (w.n_begin < w.n_end) {
+        Mma::run(mask, storage, pipeline_k, pipeline_v, read_state, q_smem, mma_thread, w.m_block, w.n_begin,
+                 w.n_end, tOrO, softmax);
       }
       if constexpr (Traits::kSeparateO) storage.barrier_q_free[qb].arrive();  // all Q·Kᵀ of this tile done
       float inv_sum[Mma::kRows], lse[Mma::kRows];
       softmax.finalize(inv_sum, lse);
-      Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, q_smem, mma_thread, t);
+      Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, q_smem, mma_thread, t, si, w);
     }
     Epilogue<Traits>::drain(mma_thread);
   }

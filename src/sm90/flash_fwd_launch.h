@@ -15,44 +15,51 @@
 #include "sm90/flash_fwd_kernel.h"
 #include "sm90/gqa_pack.h"
 #include "sm90/kernel_traits.h"
+#include "sm90/splitkv_plan.h"
 
 namespace flashcore::sm90 {
 
 template <class Traits>
-Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, cudaStream_t stream) {
+Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const LaunchPlan& plan, cudaStream_t stream) {
   using Element = typename Traits::Element;
   using namespace cute;
 
+  // (rows, dim, heads, batch) views for TMA. Varlen tensors are packed
+  // (batch 1, all tokens as rows); a paged cache is (page rows, dim, heads, pages).
   auto qkv_tensor = [](const TensorView& t, int64_t seq_extent) {
     return make_tensor(make_gmem_ptr(static_cast<Element const*>(t.data)),
                        make_shape(int32_t(seq_extent), int32_t(t.shape[3]), int32_t(t.shape[1]), int32_t(t.shape[0])),
                        make_stride(t.stride[2], _1{}, t.stride[1], t.stride[0]));
   };
-  // With seqlen_k == 0 no key block is ever loaded, but a TMA descriptor still
-  // needs a non-empty box and a valid address: describe one row of Q instead.
-  bool const no_keys = p.seqlen_k == 0;
+  auto vt_tensor = [](const TensorView& t, int64_t seq_extent) {
+    return make_tensor(make_gmem_ptr(static_cast<Element const*>(t.data)),
+                       make_shape(int32_t(t.shape[3]), int32_t(seq_extent), int32_t(t.shape[1]), int32_t(t.shape[0])),
+                       make_stride(_1{}, t.stride[2], t.stride[1], t.stride[0]));
+  };
+  // With no keys at all no key block is ever loaded, but a TMA descriptor
+  // still needs a non-empty box and a valid address: describe one row of Q instead.
+  bool const no_keys = args.k.shape[2] == 0 || args.k.shape[0] == 0;
   const TensorView& k = no_keys ? args.q : args.k;
   const TensorView& v = no_keys ? args.q : args.v;
-  int64_t const seqlen_k_desc = no_keys ? 1 : p.seqlen_k;
+  int64_t const k_extent = no_keys ? 1 : k.shape[2];
 
   // Decode-time GQA packing (gqa_pack.h): the kernel sees `group` rows per
   // KV head instead of one row per query head.
   bool const packed = packs_gqa(p);
-  int64_t const rows = packed ? p.group() : p.seqlen_q;
+  int64_t const rows = packed ? p.group() : p.seqlen_q;             // per sequence (max for varlen)
+  int64_t const q_extent = p.varlen_q ? p.total_q : rows;            // rows of the TMA view
   int64_t const heads = packed ? p.heads_kv : p.heads_q;
   auto rows_tensor = [&](auto* ptr, const TensorView& t) {
     int64_t const row_stride = packed ? t.stride[1] : t.stride[2];
     int64_t const head_stride = packed ? t.stride[1] * p.group() : t.stride[1];
     return make_tensor(make_gmem_ptr(ptr),
-                       make_shape(int32_t(rows), int32_t(p.head_dim), int32_t(heads), int32_t(p.batch)),
+                       make_shape(int32_t(q_extent), int32_t(p.head_dim), int32_t(heads), int32_t(t.shape[0])),
                        make_stride(row_stride, _1{}, head_stride, t.stride[0]));
   };
   auto mQ = rows_tensor(static_cast<Element const*>(args.q.data), args.q);
-  auto mK = qkv_tensor(k, seqlen_k_desc);
-  auto mVt = make_tensor(make_gmem_ptr(static_cast<Element const*>(v.data)),
-                         make_shape(int32_t(v.shape[3]), int32_t(seqlen_k_desc), int32_t(v.shape[1]), int32_t(v.shape[0])),
-                         make_stride(_1{}, v.stride[2], v.stride[1], v.stride[0]));
   auto mO = rows_tensor(static_cast<Element*>(args.out.data), args.out);
+  auto mK = qkv_tensor(k, k_extent);
+  auto mVt = vt_tensor(v, k_extent);
 
   KernelParams<Traits> params{
       make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{},
@@ -63,25 +70,55 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, cudaStream_
                     select<1, 2>(typename Traits::TileShapePV{}), _1{}),
       make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutO{},
                     select<0, 1>(typename Traits::TileShapePV{}), _1{}),
+      // Paged caches: the pool seen as pages. Otherwise the same K/V (unused).
+      make_tma_copy(SM90_TMA_LOAD{}, mK, typename Traits::SmemLayoutKChunk{},
+                    Shape<Int<Traits::kChunk>, Int<Traits::kHeadDim>>{}, _1{}),
+      make_tma_copy(SM90_TMA_LOAD{}, mVt, typename Traits::SmemLayoutVtChunk{},
+                    Shape<Int<Traits::kHeadDim>, Int<Traits::kChunk>>{}, _1{}),
   };
-  constexpr int64_t kWindowClamp = int64_t(1) << 30;
   params.batch = int32_t(p.batch);
   params.heads_q = int32_t(heads);
   params.heads_kv = int32_t(p.heads_kv);
   params.group = packed ? 1 : int32_t(p.group());
-  params.seqlen_q = int32_t(rows);
-  params.seqlen_k = int32_t(p.seqlen_k);
   params.head_dim = int32_t(p.head_dim);
-  // Packed rows all see every key (that is when packing applies).
-  params.window_left = int32_t(!packed && p.window_left < kWindowClamp ? p.window_left : kWindowClamp);
-  params.window_right = int32_t(!packed && p.window_right < kWindowClamp ? p.window_right : kWindowClamp);
+
+  params.seq = seq_params(args, p, plan.split);
+  int64_t const m_blocks = (rows + Traits::kBlockM - 1) / Traits::kBlockM;
+  params.seq.num_m_blocks = int32_t(m_blocks);
+
   params.scale_log2 = float(double(p.scale) * 1.4426950408889634);
   params.lse = p.has_lse ? static_cast<float*>(args.lse.data) : nullptr;
-  params.lse_stride_b = args.lse.stride[0];
-  params.lse_stride_h = packed ? args.lse.stride[1] * p.group() : args.lse.stride[1];
-  params.lse_stride_s = packed ? args.lse.stride[1] : args.lse.stride[2];
-  params.num_m_blocks = int32_t((rows + Traits::kBlockM - 1) / Traits::kBlockM);
-  int64_t const tiles = int64_t(params.num_m_blocks) * heads * p.batch;
+  int64_t st[3];
+  row_strides(args.lse, p, st);
+  params.lse_stride_b = st[0], params.lse_stride_h = st[1], params.lse_stride_s = st[2];
+  params.o_direct = p.varlen_q;
+  params.o_ptr = static_cast<Element*>(args.out.data);
+  row_strides(args.out, p, st);
+  params.o_stride_b = st[0], params.o_stride_h = st[1], params.o_stride_s = st[2];
+
+  if (p.paged && !no_keys) {
+    auto mKp = qkv_tensor(args.k, p.page_size);
+    auto mVp = vt_tensor(args.v, p.page_size);
+    params.tma_k_chunk = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename Traits::SmemLayoutKChunk{},
+                                       Shape<Int<Traits::kChunk>, Int<Traits::kHeadDim>>{}, _1{});
+    params.tma_v_chunk = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename Traits::SmemLayoutVtChunk{},
+                                       Shape<Int<Traits::kHeadDim>, Int<Traits::kChunk>>{}, _1{});
+    params.block_table = args.block_table;
+    params.block_table_stride = int32_t(p.block_table_stride);
+    params.max_pages_per_seq = int32_t(p.max_pages_per_seq);
+    params.page_size = int32_t(p.page_size);
+    params.num_pages = int32_t(p.num_pages);
+  }
+
+  if (plan.split.split_keys > 0) {
+    params.partial_o = static_cast<float*>(plan.workspace);
+    params.partial_lse = reinterpret_cast<float*>(static_cast<char*>(plan.workspace) + plan.split.partial_o_bytes);
+    params.partial_rows = plan.split.partial_rows;
+  }
+
+  int64_t const units = m_blocks > plan.split.max_splits ? m_blocks : plan.split.max_splits;
+  params.num_units = int32_t(units);
+  int64_t const tiles = units * heads * p.batch;
   if (tiles >= (int64_t(1) << 31)) {
     return Status(StatusCode::kNotSupported, "problem has more than 2^31 query tiles");
   }
@@ -107,7 +144,9 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, cudaStream_
   // Causal-like masks make tile costs differ: deal them in balanced pairs
   // (tile_scheduler.h) once every CTA has several tiles anyway. With fewer
   // tiles, pairing would only leave SMs idle.
-  params.paired_tiles = !packed && p.window_right < p.seqlen_k && tiles >= 2 * int64_t(sms);
+  // Per-sequence lengths (serving) and split chunks break the pairing's premise.
+  params.paired_tiles = !packed && !p.has_per_seq_lengths() && plan.split.split_keys == 0 &&
+                        p.window_right < p.seqlen_k && tiles >= 2 * int64_t(sms);
   kernel<<<grid, Traits::kNumThreads, smem, stream>>>(params);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {

@@ -15,8 +15,10 @@ namespace flashcore::sm90 {
 // Packing applies when every query row sees every key (a lone query token at
 // the bottom-right corner: causal changes nothing; a left window must reach
 // back to key 0).
+// Varlen queries are addressed by token offsets, which packing would mix
+// up with head offsets: they are not packed.
 inline bool packs_gqa(const Problem& p) {
-  return p.seqlen_q == 1 && p.group() > 1 && p.window_left >= p.seqlen_k - 1;
+  return !p.varlen_q && p.seqlen_q == 1 && p.group() > 1 && p.window_left >= p.seqlen_k - 1;
 }
 
 }  // namespace flashcore::sm90

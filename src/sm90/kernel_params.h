@@ -4,28 +4,51 @@
 
 #include <cstdint>
 
+#include "sm90/seq_info.h"
+
 namespace flashcore::sm90 {
 
 template <class Traits>
 struct KernelParams {
+  using Element = typename Traits::Element;
   typename Traits::TMA_Q tma_q;
   typename Traits::TMA_K tma_k;
   typename Traits::TMA_V tma_v;
   typename Traits::TMA_O tma_o;
+  // Paged KV cache: 16-key chunks of one page each (kernel_traits.h).
+  typename Traits::TMA_KChunk tma_k_chunk;
+  typename Traits::TMA_VChunk tma_v_chunk;
 
   int32_t batch = 0, heads_q = 0, heads_kv = 0, group = 1;  // group = heads_q / heads_kv
-  int32_t seqlen_q = 0, seqlen_k = 0, head_dim = 0;
-  // Mask: key j is allowed for query i iff
+  int32_t head_dim = 0;
+  // Lengths, masks (key j is allowed for query i iff
   //   i + diag - window_left <= j <= i + diag + window_right,  j < seqlen_k,
-  // with diag = seqlen_k - seqlen_q (bottom-right alignment). Unbounded
-  // windows are clamped to 2^30 so the index arithmetic stays in int32.
-  int32_t window_left = 0, window_right = 0;
+  // diag = seqlen_k - seqlen_q per sequence: bottom-right alignment) and the
+  // split-KV plan: seq_info.h.
+  SeqParams seq{};
   float scale_log2 = 0.f;  // softmax_scale * log2(e): scores go through exp2
 
   float* lse = nullptr;  // optional (nullptr): natural-log LSE, (batch, head, row) strides
   int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 0;
 
-  int32_t num_m_blocks = 0;
+  // Varlen q: O is written with plain stores, row by row (a TMA store of a
+  // whole tile would spill into the next sequence's rows).
+  bool o_direct = false;
+  Element* o_ptr = nullptr;
+  int64_t o_stride_b = 0, o_stride_h = 0, o_stride_s = 0;
+
+  // Paged KV: k/v are pools (page_size, D, heads_kv, num_pages) for TMA.
+  const int32_t* block_table = nullptr;
+  int32_t block_table_stride = 0, max_pages_per_seq = 0, page_size = 0, num_pages = 0;
+
+  // Split-KV partial results (workspace): slot ((batch * heads + head) *
+  // max_splits + split) holds partial_rows rows of head_dim floats (O
+  // normalized by its own row sum) and partial_rows log2-domain LSEs.
+  float* partial_o = nullptr;
+  float* partial_lse = nullptr;
+  int32_t partial_rows = 0;
+
+  int32_t num_units = 0;  // tile units per (head, batch): max(query blocks, split chunks)
   int32_t num_tiles = 0;
   bool paired_tiles = false;  // causal-like masks: tiles dealt in cost-balanced pairs
 };

@@ -9,11 +9,13 @@
 
 namespace flashcore::sm90 {
 
-using LaunchFn = Status (*)(const AttentionArgs&, const Problem&, cudaStream_t);
+struct LaunchPlan;  // splitkv_plan.h (CUDA-side header)
+using LaunchFn = Status (*)(const AttentionArgs&, const Problem&, const LaunchPlan&, cudaStream_t);
 
 struct KernelEntry {
   DType dtype;
   int head_dim, block_m, block_n, stages;
+  bool serving;  // the serving variant (varlen, KV cache, paged, split-KV)
   LaunchFn launch;
   const char* name;
 };
@@ -22,7 +24,7 @@ struct KernelEntry {
 const KernelEntry* kernel_table(int* count);
 
 // The kernel compiled for exactly this configuration, or nullptr.
-const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n);
+const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving);
 
 // "m128_n128, m128_n64" for error messages: the tile shapes compiled for
 // (dtype, head_dim).

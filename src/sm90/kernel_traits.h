@@ -20,9 +20,14 @@ namespace flashcore::sm90 {
 
 using namespace cute;
 
-template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_>
+// kServing_: the serving variant (varlen, KV cache, paged KV, split-KV;
+// head dims up to 128). Plain calls use the kernel without those paths,
+// whose producer fits in 24 registers and whose consumers keep 240.
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kServing_ = false>
 struct KernelTraits {
   using Element = Element_;
+  static constexpr bool kServing = kServing_;
+  static_assert(!kServing || kHeadDim_ <= 128, "serving kernels: head dims up to 128");
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
@@ -37,12 +42,14 @@ struct KernelTraits {
 
   // Register split between the producer and the consumers (setmaxnreg). The
   // CTA's pool is what it launched with (384 threads x 168 for two consumer
-  // warpgroups), and 128 x 24 + 256 x 240 uses exactly that; an increase the
-  // pool cannot satisfy would block forever. With one consumer warpgroup every
+  // warpgroups), and 128 x 24 + 256 x 240 uses exactly that; the serving
+  // variant's producer needs 40 for the paged-KV and varlen addressing
+  // without spilling, so it runs 128 x 40 + 256 x 232. An increase the pool
+  // cannot satisfy would block forever. With one consumer warpgroup every
   // thread already gets 255 registers at launch: no re-split.
   static constexpr bool kRegSplit = kNumMmaWarpGroups == 2;
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  static constexpr int kProducerRegs = kServing ? 40 : 24;
+  static constexpr int kConsumerRegs = kServing ? 232 : 240;
 
   // Inter-warpgroup ping-pong: the consumer warpgroups take turns issuing
   // their WGMMAs (named barriers), so one warpgroup's softmax runs while the
@@ -96,6 +103,36 @@ struct KernelTraits {
   using TMA_O = decltype(make_tma_copy(
       SM90_TMA_STORE{}, make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeT{}, StrideQKO{}),
       SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{}));
+
+  // Paged KV cache: a key block is loaded as kBlockN/kChunk loads of kChunk
+  // keys, each from the page that holds them (page sizes are multiples of
+  // kChunk). A chunk's shared-memory layout is that of rows [16i, 16i+16)
+  // of the full block: whole swizzle atoms, so it starts on a 1 KiB boundary.
+  static constexpr int kChunk = 16;
+  // The serving paths, compiled into the serving variant only (dispatch
+  // refuses serving calls at head dim 256 with a message).
+  static constexpr bool kPagedKV = kServing;
+  static constexpr bool kVarlen = kServing;
+  static constexpr bool kSplitKV = kServing;
+  static_assert(kBlockN % kChunk == 0);
+  using SmemLayoutKChunk = decltype(composition(
+      take<0, 2>(SmemLayoutK{}), Layout<Shape<Int<kChunk>, Int<kHeadDim>>, Stride<_1, Int<kBlockN>>>{}));
+  using SmemLayoutVtChunk = decltype(composition(
+      take<0, 2>(SmemLayoutVt{}), Layout<Shape<Int<kHeadDim>, Int<kChunk>>, Stride<_1, Int<kHeadDim>>>{}));
+  using TMA_KChunk = decltype(make_tma_copy(
+      SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideQKO{}),
+      SmemLayoutKChunk{}, Shape<Int<kChunk>, Int<kHeadDim>>{}, _1{}));
+  using TMA_VChunk = decltype(make_tma_copy(
+      SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVt{}),
+      SmemLayoutVtChunk{}, Shape<Int<kHeadDim>, Int<kChunk>>{}, _1{}));
+  // Element offsets of chunk i of stage `stage` (unswizzled: a chunk starts
+  // at swizzle-atom row 0, where the swizzle is the identity).
+  CUTE_HOST_DEVICE static int k_chunk_offset(int i, int stage) {
+    return get_nonswizzle_portion(SmemLayoutK{})(make_coord(i * kChunk, 0, stage));
+  }
+  CUTE_HOST_DEVICE static int v_chunk_offset(int i, int stage) {
+    return get_nonswizzle_portion(SmemLayoutVt{})(make_coord(0, i * kChunk, stage));
+  }
 
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);

@@ -2,12 +2,17 @@
 // TMA load of the CTA. Q is loaded once per tile, as soon as the previous tile
 // has freed the Q buffer; K and V go through two kStages-deep rings guarded by the sm90
 // TMA pipelines, in the order the consumers read them (last key block first).
+//
+// Varlen sequences are addressed by offsetting the packed tensors' row
+// coordinate; a paged KV cache is read 16 keys at a time from the page the
+// block table names (kernel_traits.h: kChunk). Keys past a sequence's end are
+// loaded from outside the pool, which TMA fills with zeros.
 #pragma once
 
 #include <cute/tensor.hpp>
 
 #include "sm90/kernel_params.h"
-#include "sm90/mask.h"
+#include "sm90/seq_info.h"
 #include "sm90/tile_scheduler.h"
 
 namespace flashcore::sm90 {
@@ -20,64 +25,116 @@ struct MainloopLoad {
   using Storage = typename Traits::SharedStorage;
   using PipelineKV = typename Traits::PipelineKV;
   using PipelineState = typename Traits::PipelineState;
+  static constexpr int kChunk = Traits::kChunk;
+  static constexpr int kChunks = Traits::kBlockN / kChunk;
 
   CUTE_DEVICE static void run(Params const& params, Storage& storage, PipelineKV& pipeline_k,
                               PipelineKV& pipeline_v) {
     Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
     Tensor sVt = make_tensor(make_smem_ptr(storage.smem_v.data()), typename Traits::SmemLayoutVt{});
+    SeqParams const& seq = params.seq;
+    bool const varlen_q = Traits::kVarlen && seq.cu_seqlens_q != nullptr;
+    bool const varlen_k = Traits::kVarlen && seq.cu_seqlens_k != nullptr;
+    bool const paged = Traits::kPagedKV && params.block_table != nullptr;
 
-    Tensor mQ = params.tma_q.get_tma_tensor(
-        make_shape(params.seqlen_q, params.head_dim, params.heads_q, params.batch));
-    Tensor mK = params.tma_k.get_tma_tensor(
-        make_shape(params.seqlen_k, params.head_dim, params.heads_kv, params.batch));
-    Tensor mVt = params.tma_v.get_tma_tensor(
-        make_shape(params.head_dim, params.seqlen_k, params.heads_kv, params.batch));
+    Tensor mQ = params.tma_q.get_tma_tensor(make_shape(varlen_q ? seq.total_q : seq.seqlen_q, params.head_dim,
+                                                       params.heads_q, varlen_q ? 1 : params.batch));
+    int32_t const k_rows = varlen_k ? seq.total_k : seq.seqlen_k;
+    int32_t const k_batch = varlen_k ? 1 : params.batch;
+    Tensor mK = params.tma_k.get_tma_tensor(make_shape(k_rows, params.head_dim, params.heads_kv, k_batch));
+    Tensor mVt = params.tma_v.get_tma_tensor(make_shape(params.head_dim, k_rows, params.heads_kv, k_batch));
+    Tensor mKp = params.tma_k_chunk.get_tma_tensor(
+        make_shape(params.page_size, params.head_dim, params.heads_kv, params.num_pages));
+    Tensor mVp = params.tma_v_chunk.get_tma_tensor(
+        make_shape(params.head_dim, params.page_size, params.heads_kv, params.num_pages));
 
     auto tma_q = params.tma_q.get_slice(_0{});
     auto tma_k = params.tma_k.get_slice(_0{});
     auto tma_v = params.tma_v.get_slice(_0{});
+    auto tma_kc = params.tma_k_chunk.get_slice(_0{});
+    auto tma_vc = params.tma_v_chunk.get_slice(_0{});
     Tensor tKsK = tma_k.partition_D(sK);
     Tensor tVsV = tma_v.partition_D(sVt);
 
-    BlockMask<Traits::kBlockM, Traits::kBlockN> mask{params.seqlen_q, params.seqlen_k,
-                                                     params.window_left, params.window_right};
     StaticTileScheduler<Params> scheduler{params};
     PipelineState write_state = cutlass::make_producer_start_state<PipelineKV>();
 
-    int iter = 0;
-    // No unrolling here: the producer runs on 24 registers (setmaxnreg), and
+    int iter = 0, q_iter = 0;
+    // No unrolling here: the producer runs on few registers (setmaxnreg), and
     // unrolled copies of the loop would spill.
     CUTLASS_PRAGMA_NO_UNROLL
     for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
       TileCoord t = scheduler.decode(tile);
+      SeqInfo const si = seq_info<Traits::kServing>(seq, t.batch);
+      TileWork const w = tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kSplitKV>(seq, si, t.unit);
+      if (!w.active) continue;
       int head_kv = t.head / params.group;
-      Tensor gQ = local_tile(mQ(_, _, t.head, t.batch), select<0, 2>(typename Traits::TileShapeQK{}),
-                             make_coord(t.m_block, _0{}));
-      Tensor gK = local_tile(mK(_, _, head_kv, t.batch), select<1, 2>(typename Traits::TileShapeQK{}),
-                             make_coord(_, _0{}));  // (N, D, n_blocks)
-      Tensor gVt = local_tile(mVt(_, _, head_kv, t.batch), select<1, 2>(typename Traits::TileShapePV{}),
-                              make_coord(_0{}, _));  // (D, N, n_blocks)
+      Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, t.head, varlen_q ? 0 : t.batch)),
+                             select<0, 2>(typename Traits::TileShapeQK{}), make_coord(w.m_block, _0{}));
+      Tensor gK = local_tile(domain_offset(make_coord(si.k_offset, _0{}), mK(_, _, head_kv, varlen_k ? 0 : t.batch)),
+                             select<1, 2>(typename Traits::TileShapeQK{}), make_coord(_, _0{}));  // (N, D, n_blocks)
+      Tensor gVt = local_tile(domain_offset(make_coord(_0{}, si.k_offset), mVt(_, _, head_kv, varlen_k ? 0 : t.batch)),
+                              select<1, 2>(typename Traits::TileShapePV{}), make_coord(_0{}, _));  // (D, N, n_blocks)
       Tensor tQgQ = tma_q.partition_S(gQ);
       Tensor tKgK = tma_k.partition_S(gK);
       Tensor tVgV = tma_v.partition_S(gVt);
 
       // The tile that last used this Q buffer is done with it (kernel_traits.h).
-      int const qb = iter % Traits::kQStages, use = iter / Traits::kQStages;
+      int const qb = q_iter % Traits::kQStages, use = q_iter / Traits::kQStages;
       if (use > 0) storage.barrier_q_free[qb].wait((use - 1) & 1);
-      Tensor sQ = make_tensor(make_smem_ptr(Traits::q_buffer(storage, iter)), typename Traits::SmemLayoutQ{});
+      Tensor sQ = make_tensor(make_smem_ptr(Traits::q_buffer(storage, q_iter)), typename Traits::SmemLayoutQ{});
       storage.barrier_q[qb].arrive_and_expect_tx(Traits::kBytesQ);
       copy(params.tma_q.with(reinterpret_cast<uint64_t&>(storage.barrier_q[qb]), 0), tQgQ, tma_q.partition_D(sQ));
+      ++q_iter;
 
-      int n_min, n_max;
-      mask.n_block_range(t.m_block, n_min, n_max);
       CUTLASS_PRAGMA_NO_UNROLL
-      for (int n = n_max - 1; n >= n_min; --n) {
-        pipeline_k.producer_acquire(write_state);
-        copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0),
-             tKgK(_, _, _, n), tKsK(_, _, _, write_state.index()));
-        pipeline_v.producer_acquire(write_state);
-        copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0),
-             tVgV(_, _, _, n), tVsV(_, _, _, write_state.index()));
+      for (int n = w.n_end - 1; n >= w.n_begin; --n) {
+        if (!Traits::kPagedKV || !paged) {
+          pipeline_k.producer_acquire(write_state);
+          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0),
+               tKgK(_, _, _, n), tKsK(_, _, _, write_state.index()));
+          pipeline_v.producer_acquire(write_state);
+          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0),
+               tVgV(_, _, _, n), tVsV(_, _, _, write_state.index()));
+        } else if constexpr (Traits::kPagedKV) {
+          // Chunk i of the block comes from the page holding its keys. Chunks
+          // past the sequence (or past its block-table row) read page
+          // num_pages: out of the pool, so TMA writes zeros there.
+          int const stage = write_state.index();
+          int64_t const table_row = int64_t(t.batch) * params.block_table_stride;
+          auto page_of = [&](int i, int& row) {
+            int const key = n * Traits::kBlockN + i * kChunk;
+            int const logical = key / params.page_size;
+            row = key - logical * params.page_size;
+            return key < si.seqlen_k && logical < params.max_pages_per_seq
+                       ? load_index(params.block_table + table_row + logical)
+                       : params.num_pages;
+          };
+          pipeline_k.producer_acquire(write_state);
+          CUTLASS_PRAGMA_NO_UNROLL
+          for (int i = 0; i < kChunks; ++i) {
+            int row;
+            int const page = page_of(i, row);
+            Tensor g = local_tile(mKp(_, _, head_kv, page), Shape<Int<kChunk>, Int<Traits::kHeadDim>>{},
+                                  make_coord(row / kChunk, _0{}));
+            Tensor s = make_tensor(make_smem_ptr(storage.smem_k.data() + Traits::k_chunk_offset(i, stage)),
+                                   typename Traits::SmemLayoutKChunk{});
+            copy(params.tma_k_chunk.with(*pipeline_k.producer_get_barrier(write_state), 0), tma_kc.partition_S(g),
+                 tma_kc.partition_D(s));
+          }
+          pipeline_v.producer_acquire(write_state);
+          CUTLASS_PRAGMA_NO_UNROLL
+          for (int i = 0; i < kChunks; ++i) {
+            int row;
+            int const page = page_of(i, row);
+            Tensor g = local_tile(mVp(_, _, head_kv, page), Shape<Int<Traits::kHeadDim>, Int<kChunk>>{},
+                                  make_coord(_0{}, row / kChunk));
+            Tensor s = make_tensor(make_smem_ptr(storage.smem_v.data() + Traits::v_chunk_offset(i, stage)),
+                                   typename Traits::SmemLayoutVtChunk{});
+            copy(params.tma_v_chunk.with(*pipeline_v.producer_get_barrier(write_state), 0), tma_vc.partition_S(g),
+                 tma_vc.partition_D(s));
+          }
+        }
         ++write_state;
       }
     }

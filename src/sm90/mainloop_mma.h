@@ -51,9 +51,9 @@ struct MainloopMma {
   // Runs the whole key loop for one tile; leaves O (unnormalized) in tOrO and
   // the row statistics in softmax. n_min < n_max is required.
   template <class FragO>
-  CUTE_DEVICE static void run(Params const& params, Storage& storage, PipelineKV& pipeline_k,
-                              PipelineKV& pipeline_v, PipelineState& read_state, Element* q_smem,
-                              int mma_thread, int m_block, int n_min, int n_max, FragO& tOrO,
+  CUTE_DEVICE static void run(BlockMask<kBlockM, kBlockN> const& mask, Storage& storage,
+                              PipelineKV& pipeline_k, PipelineKV& pipeline_v, PipelineState& read_state,
+                              Element* q_smem, int mma_thread, int m_block, int n_min, int n_max, FragO& tOrO,
                               Softmax& softmax) {
     typename Traits::TiledMmaQK tiled_mma_qk;
     typename Traits::TiledMmaPV tiled_mma_pv;
@@ -74,8 +74,6 @@ struct MainloopMma {
     Tensor tScS = thr_qk.partition_C(cS);
     Tensor coord_rc = make_tensor(tScS.data(), acc_layout_rowcol(tScS.layout()));
 
-    BlockMask<kBlockM, kBlockN> mask{params.seqlen_q, params.seqlen_k, params.window_left,
-                                     params.window_right};
     float rescale[kRows];
     int const wg = mma_thread / cutlass::NumThreadsPerWarpGroup;
     // Every batch of WGMMAs is issued inside this warpgroup's turn.

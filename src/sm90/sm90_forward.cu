@@ -11,6 +11,9 @@
 #include "sm90/device_info.h"
 #include "sm90/gqa_pack.h"
 #include "sm90/kernel_registry.h"
+#include "sm90/kv_append.h"
+#include "sm90/splitkv_combine.h"
+#include "sm90/splitkv_plan.h"
 #include "sm90/tuning_table.h"
 
 namespace flashcore::sm90 {
@@ -22,9 +25,12 @@ const KernelEntry* kernel_table(int* count) {
   return kKernelTable;
 }
 
-const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n) {
+const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving) {
   for (const KernelEntry& e : kKernelTable) {
-    if (e.dtype == dtype && e.head_dim == head_dim && e.block_m == block_m && e.block_n == block_n) return &e;
+    if (e.dtype == dtype && e.head_dim == head_dim && e.block_m == block_m && e.block_n == block_n &&
+        e.serving == serving) {
+      return &e;
+    }
   }
   return nullptr;
 }
@@ -32,24 +38,71 @@ const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block
 std::string available_tiles(DType dtype, int head_dim) {
   std::string s;
   for (const KernelEntry& e : kKernelTable) {
-    if (e.dtype != dtype || e.head_dim != head_dim) continue;
+    if (e.dtype != dtype || e.head_dim != head_dim || e.serving) continue;
     if (!s.empty()) s += ", ";
     s += "block_m=" + std::to_string(e.block_m) + " block_n=" + std::to_string(e.block_n);
   }
   return s.empty() ? "none" : s;
 }
 
-// Split-KV is not in the shipped kernels yet: no call needs workspace.
-int64_t workspace_size(const Problem& /*p*/) { return 0; }
+int64_t workspace_size(const Problem& p) { return p.is_empty() ? 0 : plan_split(p).bytes; }
+
+namespace {
+
+Status append_new_kv(const AttentionArgs& args, const Problem& p, cudaStream_t stream) {
+  AppendParams a;
+  a.k_new = args.k_new.data;
+  a.v_new = args.v_new.data;
+  a.k_cache = args.k.data;
+  a.v_cache = args.v.data;
+  for (int i = 0; i < 3; ++i) {
+    a.new_stride[i] = args.k_new.stride[i];
+    a.v_new_stride[i] = args.v_new.stride[i];
+    a.cache_stride[i] = args.k.stride[i];
+    a.v_cache_stride[i] = args.v.stride[i];
+  }
+  a.cache_seqlens = args.cache_seqlens;
+  if (p.paged) {
+    a.block_table = args.block_table;
+    a.block_table_stride = p.block_table_stride;
+    a.max_pages_per_seq = int32_t(p.max_pages_per_seq);
+    a.page_size = int32_t(p.page_size);
+    a.num_pages = int32_t(p.num_pages);
+  }
+  a.batch = int32_t(p.batch);
+  a.heads_kv = int32_t(p.heads_kv);
+  a.seqlen_new = int32_t(p.seqlen_new);
+  a.head_dim = int32_t(p.head_dim);
+  a.capacity = int32_t(p.seqlen_k);
+  a.element_bytes = int32_t(dtype_size(p.dtype));
+  return launch_kv_append(a, stream);
+}
+
+Status combine_splits(const AttentionArgs& args, const Problem& p, const LaunchPlan& plan, cudaStream_t stream) {
+  CombineParams c;
+  c.seq = seq_params(args, p, plan.split);
+  c.batch = int32_t(p.batch);
+  c.heads = int32_t(plan.split.heads);
+  c.head_dim = int32_t(p.head_dim);
+  c.partial_o = static_cast<const float*>(plan.workspace);
+  c.partial_lse = reinterpret_cast<const float*>(static_cast<const char*>(plan.workspace) + plan.split.partial_o_bytes);
+  c.partial_rows = plan.split.partial_rows;
+  c.out = args.out.data;
+  int64_t st[3];
+  row_strides(args.out, p, st);
+  c.o_stride_b = st[0], c.o_stride_h = st[1], c.o_stride_s = st[2];
+  if (p.has_lse) {
+    c.lse = static_cast<float*>(args.lse.data);
+    row_strides(args.lse, p, st);
+    c.lse_stride_b = st[0], c.lse_stride_h = st[1], c.lse_stride_s = st[2];
+  }
+  return launch_splitkv_combine(c, p.dtype, stream);
+}
+
+}  // namespace
 
 Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream) {
   if (p.is_empty()) return Status::Ok();
-  // The serving paths (varlen, KV cache, paged KV, append) run on the CPU
-  // reference backend; their sm90 kernels are not in this release.
-  if (p.has_per_seq_lengths()) {
-    return Status(StatusCode::kNotSupported,
-                  "variable-length and KV-cache calls are not supported on CUDA yet (the CPU backend runs them)");
-  }
   int const arch = device_arch(p.device_index);
   if (arch != 90) {
     return Status(StatusCode::kNotSupported,
@@ -65,10 +118,36 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
   TileChoice tile = tuned_tile(p.dtype, int(p.head_dim), tiles_128, device_sm_count(p.device_index), packed);
   if (p.config.block_m > 0) tile.block_m = p.config.block_m;
   if (p.config.block_n > 0) tile.block_n = p.config.block_n;
-  if (p.config.num_splits > 1) {
-    return Status(StatusCode::kNotSupported, "config.num_splits > 1 is not implemented yet");
+  // Serving calls (per-sequence lengths) run the serving variant of the
+  // tile (kernel_traits.h); plain calls never split and keep the lean kernel.
+  bool const serving = p.has_per_seq_lengths();
+  if (serving && p.head_dim > 128) {
+    return Status(StatusCode::kNotSupported,
+                  "variable-length and KV-cache calls support head dims 64, 96 and 128 on CUDA; head_dim " +
+                      std::to_string(p.head_dim) + " is not compiled for them yet");
   }
-  const KernelEntry* k = find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n);
+  if (!serving && p.config.num_splits > 1) {
+    return Status(StatusCode::kNotSupported,
+                  "config.num_splits > 1 applies to variable-length and KV-cache calls (split-KV); "
+                  "plain calls do not split their keys");
+  }
+  LaunchPlan plan;
+  plan.split = plan_split(p);
+  if (plan.split.bytes > 0) {
+    if (args.workspace == nullptr || args.workspace_bytes < plan.split.bytes) {
+      return Status(StatusCode::kInvalidArgument,
+                    "this call splits its keys across CTAs (split-KV) and needs " + std::to_string(plan.split.bytes) +
+                        " bytes of workspace; args.workspace " +
+                        (args.workspace == nullptr ? std::string("is null")
+                                                   : "has only " + std::to_string(args.workspace_bytes) + " bytes") +
+                        " (attention_workspace_size() gives the size)");
+    }
+    if (reinterpret_cast<uintptr_t>(args.workspace) % 16 != 0) {
+      return Status(StatusCode::kInvalidArgument, "args.workspace must be 16-byte aligned");
+    }
+    plan.workspace = args.workspace;
+  }
+  const KernelEntry* k = find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving);
   if (k == nullptr) {
     return Status(StatusCode::kNotSupported,
                   "no sm90 kernel compiled for " + std::string(dtype_name(p.dtype)) + " head_dim " +
@@ -76,7 +155,13 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
                       " block_n=" + std::to_string(tile.block_n) +
                       " (compiled: " + available_tiles(p.dtype, int(p.head_dim)) + ")");
   }
-  return k->launch(args, p, stream);
+  if (p.seqlen_new > 0) {
+    Status st = append_new_kv(args, p, stream);
+    if (!st.ok()) return st;
+  }
+  Status st = k->launch(args, p, plan, stream);
+  if (!st.ok() || plan.split.split_keys == 0) return st;
+  return combine_splits(args, p, plan, stream);
 }
 
 }  // namespace flashcore::sm90

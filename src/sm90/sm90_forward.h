@@ -9,7 +9,7 @@ namespace flashcore::sm90 {
 
 Status forward(const AttentionArgs& args, const Problem& problem, cudaStream_t stream);
 
-// Bytes of split-KV workspace forward() needs for `problem` (0: none yet).
+// Bytes of split-KV workspace forward() needs for `problem` (0: none).
 int64_t workspace_size(const Problem& problem);
 
 }  // namespace flashcore::sm90

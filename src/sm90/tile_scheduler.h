@@ -1,5 +1,6 @@
-// Persistent static tile scheduler. A tile is (query block, head, batch); a
-// CTA processes its tiles k = 0, 1, 2, ... in order.
+// Persistent static tile scheduler. A tile is (unit, head, batch); a CTA
+// processes its tiles k = 0, 1, 2, ... in order. A unit is a query block, or
+// for split-KV sequences a chunk of keys (seq_info.h: tile_work).
 //
 // Without a causal-like mask every tile costs the same: tiles of one
 // (batch, head) are consecutive and CTA b takes tile k*grid + b, so CTAs that
@@ -23,7 +24,7 @@
 namespace flashcore::sm90 {
 
 struct TileCoord {
-  int m_block, head, batch;
+  int unit, head, batch;
 };
 
 template <class Params>
@@ -42,7 +43,7 @@ struct StaticTileScheduler {
   CUTE_DEVICE TileCoord decode(int tile) const {
     int m_block, bh;
     if (params.paired_tiles) {
-      int const num_m = params.num_m_blocks, pairs = num_m >> 1;
+      int const num_m = params.num_units, pairs = num_m >> 1;
       int const paired = 2 * pairs * params.heads_q * params.batch;
       if (tile < paired) {
         int j = tile >> 1;
@@ -54,8 +55,8 @@ struct StaticTileScheduler {
         m_block = pairs;
       }
     } else {
-      m_block = tile % params.num_m_blocks;
-      bh = tile / params.num_m_blocks;
+      m_block = tile % params.num_units;
+      bh = tile / params.num_units;
     }
     return {m_block, bh % params.heads_q, bh / params.heads_q};
   }

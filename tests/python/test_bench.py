@@ -7,6 +7,7 @@ and the no-GPU path of `python -m flashcore.bench`.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import importlib
 import io
 import math
@@ -117,10 +118,24 @@ def test_parse_shape_and_suites():
 
 def test_parse_backends():
     assert backends.parse_backends(None) == list(backends.ALL_BACKENDS)
+    assert backends.parse_backends("all") == ["flashcore", "flashcore-kv", "flashcore-paged",
+                                              "sdpa-flash", "sdpa-cudnn", "sdpa-efficient"]
     assert backends.parse_backends("cudnn,fc") == ["flashcore", "sdpa-cudnn"]
     assert backends.parse_backends("sdpa") == ["sdpa-flash", "sdpa-cudnn", "sdpa-efficient"]
+    assert backends.parse_backends("fc-paged,flashcore-kv,fc") == ["flashcore", "flashcore-kv", "flashcore-paged"]
+    assert backends.parse_backends("FC-KV, cudnn") == ["flashcore-kv", "sdpa-cudnn"]
     with pytest.raises(ValueError):
         backends.parse_backends("triton")
+
+
+def test_kv_contenders_declare_the_decode_suite_only():
+    made = backends.make_backends(list(backends.ALL_BACKENDS))
+    assert [b.name for b in made] == list(backends.ALL_BACKENDS)
+    decode = suites.decode_shapes(quick=True)[0]
+    for shape in (suites.seeds_shapes()[0], suites.fa3_shapes()[0], suites.parse_shape("1,2,64,32")):
+        assert [b.name for b in backends.applicable(made, shape)] == \
+            ["flashcore", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient"]
+    assert [b.name for b in backends.applicable(made, decode)] == list(backends.ALL_BACKENDS)
 
 
 # ------------------------------------------------------------------ formulas
@@ -213,6 +228,65 @@ def test_finalize_derived_columns_and_ratio():
     assert d_cu.gbps == pytest.approx(suites.io_bytes(d_cu.shape) / 10e-6 / 1e9)
 
 
+def _decode_family_rows():
+    """A decode shape with every flashcore row (flashcore-kv the fastest of
+    all) and the SDPA rows, plus a seeds shape with flashcore only."""
+    dshape = suites.Shape("decode", 16, 32, 8, 1, 32768, 128, False, "bf16")
+    mk = report.Row.for_shape
+    times = {"flashcore": (900.0, 800.0), "flashcore-kv": (760.0, 700.0), "flashcore-paged": (820.0, 780.0),
+             "sdpa-flash": (1300.0, 1200.0), "sdpa-cudnn": (1000.0, 1100.0), "sdpa-efficient": (3000.0, 2900.0)}
+    rows = []
+    for be, (eager, graph) in times.items():
+        r = mk(dshape, be)
+        r.us_eager, r.us_graph = eager, graph
+        rows.append(r)
+    rows[-1].status, rows[-1].reason = report.STATUS_SKIP, "enable_gqa refused"
+    sshape = suites.Shape("seeds", 1, 16, 16, 128, 128, 64, False, "fp16")
+    s_fc = mk(sshape, "flashcore"); s_fc.us_eager = 4.0
+    s_fl = mk(sshape, "sdpa-flash"); s_fl.us_eager = 6.0
+    return rows + [s_fc, s_fl]
+
+
+def test_finalize_flashcore_family_against_sdpa_only():
+    rows = _decode_family_rows()
+    report.finalize(rows, {"bf16": 750.0})
+    by = {(r.suite, r.backend): r for r in rows}
+    # best SDPA: sdpa-cudnn eager 1000 us (its best of eager/graph); the skipped
+    # efficient row and the faster flashcore rows never count as competitors
+    for be, us in (("flashcore", 800.0), ("flashcore-kv", 700.0), ("flashcore-paged", 780.0)):
+        r = by[("decode", be)]
+        assert r.best_competitor == "sdpa-cudnn" and r.speedup == pytest.approx(1000.0 / us), be
+        # GB/s counts the same bytes on every row of the shape
+        assert r.gbps == pytest.approx(suites.io_bytes(r.shape) / (us * 1e-6) / 1e9)
+    for be in ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient"):
+        assert by[("decode", be)].speedup is None and by[("decode", be)].best_competitor == ""
+    assert by[("seeds", "flashcore")].speedup == pytest.approx(1.5)
+    assert report.is_flashcore("flashcore-paged") and not report.is_flashcore("sdpa-flash")
+
+
+def test_summary_lists_every_flashcore_row_of_a_shape():
+    rows = _decode_family_rows()
+    report.finalize(rows, {"bf16": 750.0})
+    body = report.summary_rows(rows)
+    col = {h: i for i, h in enumerate(report.SUMMARY_HEADERS)}
+    assert [(line[col["suite"]], line[col["backend"]]) for line in body] == [
+        ("decode", "flashcore"), ("decode", "flashcore-kv"), ("decode", "flashcore-paged"), ("seeds", "flashcore")]
+    kv = body[1]
+    assert kv[col["shape"]] == "B16 H32/8 Sq1 Sk32768 D128 full"
+    assert (kv[col["us"]], kv[col["best other"]], kv[col["its us"]], kv[col["speedup"]], kv[col["status"]]) == \
+        ("700.00", "sdpa-cudnn", "1000.00", "1.43x", "ok")
+    assert [line[col["speedup"]] for line in body] == ["1.25x", "1.43x", "1.28x", "1.50x"]
+    table = report.summary_table(rows)
+    assert len(table.splitlines()) == 2 + 4
+    md = report.markdown_report(rows, ["gpu: FAKE"], ["matmul: 1"], ["seeds", "decode"])
+    assert "| decode | B16 H32/8 Sq1 Sk32768 D128 full | flashcore-paged | 780.00 | sdpa-cudnn | 1000.00 | 1.28x |" in md
+    # a shape without any flashcore row still gets its one 'not run' line
+    only_sdpa = [r for r in rows if not report.is_flashcore(r.backend)]
+    body = report.summary_rows(only_sdpa)
+    assert [(line[col["backend"]], line[col["status"]]) for line in body] == [
+        ("flashcore", "not run"), ("flashcore", "not run")]
+
+
 def test_csv_writer_columns(tmp_path):
     rows = _fake_rows()
     report.finalize(rows, {"fp16": 700.0})
@@ -263,6 +337,7 @@ def test_plots_written(tmp_path):
             rows.append(r)
     rows.append(report.Row.for_shape(suites.parse_shape("1,2,64,32"), "sdpa-flash"))
     rows[-1].us_eager = 3.0
+    rows += _decode_family_rows()  # flashcore-kv / -paged: extra decode series
     report.finalize(rows, {"bf16": 750.0, "fp16": 700.0})
     paths = bench.plot.plot_all(rows, str(tmp_path), {"bf16": 750.0}, 3000.0)
     assert sorted(os.path.basename(p) for p in paths) == ["custom.png", "decode.png", "fa3.png", "seeds.png"]
@@ -292,10 +367,11 @@ class _FakePrepared:
         self.calls += 1
 
 
-class _FakeBackend:
-    def __init__(self, name, behaviour):
+class _FakeBackend(backends.Backend):
+    def __init__(self, name, behaviour, suites=None):
         self.name = name
         self.behaviour = behaviour
+        self.suites = suites
         self.prepared = []
 
     def prepare(self, shape, inputs):
@@ -393,6 +469,110 @@ def test_runner_graph_policy_is_per_shape_and_order_kept():
     assert all(row.us_graph is None for row in rows)
 
 
+def test_runner_runs_kv_contenders_on_decode_only():
+    # The real flashcore-kv / flashcore-paged backends (flashcore not loaded:
+    # n/a rows) next to fakes: no row at all, not even n/a, off decode.
+    real = backends.make_backends(["flashcore-kv", "flashcore-paged"], None, "not built here")
+    bes = [_FakeBackend("flashcore", "ok")] + real + [_FakeBackend("sdpa-cudnn", "ok")]
+    r = _fake_runner(bes, {})
+    seeds, fa3, decode = suites.seeds_shapes()[0], suites.fa3_shapes()[0], suites.decode_shapes()[0]
+    rows = r.run([seeds, fa3, decode])
+    assert [(row.suite, row.backend) for row in rows] == [
+        ("seeds", "flashcore"), ("seeds", "sdpa-cudnn"),
+        ("fa3", "flashcore"), ("fa3", "sdpa-cudnn"),
+        ("decode", "flashcore"), ("decode", "flashcore-kv"), ("decode", "flashcore-paged"), ("decode", "sdpa-cudnn")]
+    kv, paged = rows[5], rows[6]
+    assert kv.status == paged.status == "n/a" and kv.reason == "Unavailable: not built here"
+    # fakes restricted the same way behave the same: timed, eager and graph
+    bes = [_FakeBackend("flashcore", "ok"), _FakeBackend("flashcore-kv", "ok", ("decode",)),
+           _FakeBackend("sdpa-cudnn", "ok")]
+    rows = _fake_runner(bes, {}).run([seeds, decode])
+    assert [row.backend for row in rows] == ["flashcore", "sdpa-cudnn", "flashcore", "flashcore-kv", "sdpa-cudnn"]
+    assert rows[3].status == "ok" and rows[3].us_eager == 11.0 and rows[3].us_graph == 5.0
+    assert len(bes[1].prepared) == 1  # prepared once, for the decode shape only
+    # a CUDA fault before decode: the "not run" rows follow the same rule
+    r = _fake_runner(bes, {})
+    r.dead = "illegal address"
+    rows = r.run([seeds, decode])
+    assert [row.backend for row in rows] == ["flashcore", "sdpa-cudnn", "flashcore", "flashcore-kv", "sdpa-cudnn"]
+    assert all("CUDA context lost" in row.reason for row in rows)
+
+
+class _FakeFlashcore:
+    def attention(self, *a, **k):  # pragma: no cover - never called
+        raise AssertionError
+
+
+def test_kv_backend_refusals_without_torch():
+    decode = suites.decode_shapes()[0]
+    odd = dataclasses.replace(decode, Sk=4000)
+    kv, paged = backends.make_backends(["flashcore-kv", "flashcore-paged"], _FakeFlashcore())
+    # no attention_with_kvcache in this flashcore: the contender cannot run at all
+    with pytest.raises(backends.Unavailable) as e:
+        kv.prepare(decode, None)
+    assert backends.classify_failure(kv.name, e.value) == (
+        "n/a", "Unavailable: flashcore.attention_with_kvcache is not available")
+    fc = _FakeFlashcore()
+    fc.attention_with_kvcache = lambda *a, **k: None
+    paged = backends.FlashcoreKvBackend(fc, paged=True)
+    assert paged.name == "flashcore-paged"
+    with pytest.raises(backends.Refused) as e:
+        paged.prepare(odd, None)
+    assert backends.classify_failure(paged.name, e.value) == (
+        "skip", "paged cache: Sk=4000 is not a multiple of the page size 64")
+    # the same refusal through the runner is a skip row with that reason
+    r = _fake_runner([paged], {})
+    rows = r.run([odd])
+    assert (rows[0].status, rows[0].reason) == ("skip", "paged cache: Sk=4000 is not a multiple of the page size 64")
+
+
+def test_page_pool_and_kv_contenders_on_the_cpu_backend():
+    """The real flashcore-kv / flashcore-paged contenders on CPU tensors
+    (flashcore's CPU reference backend): the pool holds the cache page for
+    page as the block table says, the table is shuffled, and both return the
+    float64 attention of the shape's own q, k, v (set 0 through check_call,
+    set 1 through call)."""
+    torch = pytest.importorskip("torch")
+    fc, why = backends.load_flashcore()
+    if fc is None or not callable(getattr(fc, "attention_with_kvcache", None)):
+        pytest.skip(f"flashcore.attention_with_kvcache not importable: {why}")
+    shape = suites.Shape("decode", 3, 8, 2, 1, 256, 64, False, "fp32")
+    gen = torch.Generator().manual_seed(0)
+
+    class CpuInputs:
+        n_sets = 2
+        q = [torch.randn(3, 8, 1, 64, generator=gen) for _ in range(2)]
+        k = [torch.randn(3, 2, 256, 64, generator=gen) for _ in range(2)]
+        v = [torch.randn(3, 2, 256, 64, generator=gen) for _ in range(2)]
+        out = [torch.empty(3, 8, 1, 64) for _ in range(2)]
+
+    x = CpuInputs()
+    table, perm = backends.page_table(3, 4, "cpu")
+    assert table.dtype == torch.int32 and tuple(table.shape) == (3, 4)
+    assert sorted(table.flatten().tolist()) == list(range(12)) and table.flatten().tolist() != list(range(12))
+    pool = backends.to_page_pool(x.k[0], perm)
+    assert tuple(pool.shape) == (12, 2, 64, 64)  # (num_pages, Hkv, page_size, D) for layout "bhsd"
+    for b in range(3):
+        for j in (0, 63, 64, 130, 255):
+            assert torch.equal(pool[table[b, j // 64], :, j % 64], x.k[0][b, :, j])
+
+    def reference(i):
+        k = x.k[i].double().repeat_interleave(4, dim=1)
+        v = x.v[i].double().repeat_interleave(4, dim=1)
+        p = torch.softmax(x.q[i].double() @ k.transpose(-1, -2) / 8.0, dim=-1)
+        return p @ v
+
+    for be in backends.make_backends(["flashcore-kv", "flashcore-paged"], fc):
+        prepared = be.prepare(shape, x)
+        got = prepared.check_call()
+        assert got is x.out[0] and prepared.note == "" and not prepared.check_metadata
+        assert torch.allclose(got.double(), reference(0), atol=1e-4), be.name
+        prepared.call(1)
+        assert torch.allclose(x.out[1].double(), reference(1), atol=1e-4), be.name
+        assert (prepared.block_table is None) == (be.name == "flashcore-kv")
+        assert prepared.cache_seqlens.tolist() == [256] * 3
+
+
 def test_runner_cuda_fault_stops_cleanly():
     crasher = _FakeBackend("flashcore", "ok")
     bes = [crasher, _FakeBackend("sdpa-cudnn", "ok")]
@@ -430,6 +610,15 @@ def test_cli_rejects_bad_arguments():
     args = cli.parse_args(["--suite", "fa3,decode", "--quick", "--backends", "cudnn", "--no-graph"])
     assert args.suites == ["fa3", "decode"] and args.quick and args.no_graph
     assert args.backend_names == ["sdpa-cudnn"] and args.trials == 200
+
+
+def test_cli_refuses_a_run_without_rows(capsys):
+    # flashcore-kv alone on the seeds suite would produce no row at all; this
+    # is decided before anything touches the GPU.
+    args = cli.parse_args(["--suite", "seeds", "--backends", "fc-kv,fc-paged"])
+    assert args.backend_names == ["flashcore-kv", "flashcore-paged"]
+    assert cli.gpu_main(args, []) == 2
+    assert "decode suite only" in capsys.readouterr().err
 
 
 def test_default_out_dir(monkeypatch):

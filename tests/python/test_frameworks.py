@@ -189,8 +189,12 @@ def test_cupy_current_stream(monkeypatch):
 
 
 # ------------------------------------------------------------------ JAX
+def _jax():
+    return pytest.importorskip("jax", reason="JAX is not installed")
+
+
 def _jax_gpu():
-    jax = pytest.importorskip("jax", reason="JAX is not installed")
+    jax = _jax()
     try:
         devices = jax.devices("gpu")
     except RuntimeError:
@@ -202,10 +206,10 @@ def _jax_gpu():
     return jax, devices[0]
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
-def test_jax_cuda_zero_copy(dtype, layout, monkeypatch):
-    jax, dev = _jax_gpu()
+def _jax_zero_copy(jax, dev, dtype, layout, monkeypatch):
+    """jax.Arrays on `dev` in, new jax.Arrays on `dev` out, matching the
+    reference, and no copies: the native call read the caller's buffers and
+    wrote the ones that came back, on JAX's stream for external work."""
     import jax.numpy as jnp
 
     calls = _spy_native(monkeypatch)
@@ -228,12 +232,78 @@ def test_jax_cuda_zero_copy(dtype, layout, monkeypatch):
     assert _max_err(got, ref) <= TORCH_TOL[dtype]
     assert np.max(np.abs(np.asarray(lse) - ref_lse)) <= 1e-3
 
-    # Zero copy: the native call read the caller's buffers and wrote the
-    # buffers that came back.
     assert len(calls) == 1
     assert calls[0]["ptrs"][:3] == [x.unsafe_buffer_pointer() for x in (q, k, v)]
     assert calls[0]["ptrs"][3] == out.unsafe_buffer_pointer()
     assert calls[0]["lse_ptr"] == lse.unsafe_buffer_pointer()
+    # JAX hands out one of a pool of streams for external work (a different
+    # one per request on the H100), so only check that it is one of them and
+    # not the legacy default stream.
+    if dev.platform == "cpu":
+        assert calls[0]["stream"] == 0
+    else:
+        assert calls[0]["stream"] != 0
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_jax_cuda_zero_copy(dtype, layout, monkeypatch):
+    jax, dev = _jax_gpu()
+    _jax_zero_copy(jax, dev, dtype, layout, monkeypatch)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_jax_cpu_zero_copy(dtype, layout, monkeypatch):
+    jax = _jax()
+    _jax_zero_copy(jax, jax.devices("cpu")[0], dtype, layout, monkeypatch)
+
+
+def test_jax_cuda_waits_for_inputs():
+    """q comes out of a long JAX computation that is still running when
+    flashcore is called (JAX dispatches asynchronously): the kernel must wait
+    for it (DLPack stream protocol), not read the buffer's old contents."""
+    jax, dev = _jax_gpu()
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(8)
+    kn, vn = (rng.standard_normal((1, 4, 2048, 64)).astype(np.float16) for _ in range(2))
+    k, v = (jax.device_put(jnp.asarray(x), dev) for x in (kn, vn))
+    x0, w = (jax.device_put(jnp.asarray(rng.standard_normal(sh).astype(np.float32) / 32), dev)
+             for sh in ((2048, 1024), (1024, 1024)))
+
+    @jax.jit
+    def slow_q(x, w):
+        x = jax.lax.fori_loop(0, 400, lambda _, x: jnp.tanh(x @ w + x), x)
+        return x.reshape(1, 16, 2048, 64).astype(jnp.float16)
+
+    jax.block_until_ready(slow_q(x0, w))  # compiled: the next call only dispatches
+    q = slow_q(x0, w)
+    out = flashcore.attention(q, k, v, causal=True)
+    ref, _ = attention_ref(np.asarray(q), kn, vn, causal=True)
+    assert _max_err(np.asarray(out), ref) <= 4e-3
+
+
+def test_jax_errors():
+    """Immutable arrays (no out=), JAX's own stream (no stream=), eager only,
+    one array library per call, and flashcore.attention only."""
+    jax = _jax()
+    import jax.numpy as jnp
+
+    cpu = jax.devices("cpu")[0]
+    q = jnp.zeros((1, 2, 8, 64), jnp.float32, device=cpu)
+    with pytest.raises(TypeError, match=r"out: JAX arrays are immutable"):
+        flashcore.attention(q, q, q, out=jnp.zeros_like(q))
+    with pytest.raises(TypeError, match=r"stream: must be None for JAX"):
+        flashcore.attention(q, q, q, stream=0)
+    with pytest.raises(TypeError, match=r"same array library"):
+        flashcore.attention(q, np.zeros((1, 2, 8, 64), np.float32), q)
+    with pytest.raises(TypeError, match=r"q: is a traced JAX value"):
+        jax.jit(lambda x: flashcore.attention(x, q, q))(q)
+    with pytest.raises(TypeError, match=r"flashcore.attention only"):
+        flashcore.attention_with_kvcache(q, q, q, np.zeros(1, np.int32), layout="bhsd")
+    with pytest.raises(TypeError, match=r"flashcore.attention only"):
+        flashcore.attention_varlen(q[0], q[0], q[0], [0, 2], [0, 2], 2, 2)
 
 
 # ------------------------------------------------------------------ helpers

@@ -117,6 +117,62 @@ def test_predicated_writes_are_tracked_precisely_but_soundly():
     assert len(kept_byte.violations) == 1
 
 
+def test_predicate_copies_guard_edges_and_masks_are_precise_but_sound():
+    def run(lines):
+        return audit.analyze("k", [audit.parse_insn(a * 16, t) for a, t in enumerate(lines)])
+    # P0 is a copy of UP0: a write under @P0 is a write under @UP0.
+    copy = [
+        "LDG.E R15, desc[UR4][R6.64]",
+        "UISETP.NE.AND UP0, UPT, UR9, URZ, UPT",
+        "PLOP3.LUT P0, PT, PT, PT, UP0, 0x80, 0x0",
+        "@P0 IMAD.MOV.U32 R15, RZ, RZ, R2",
+        "@UP0 ISETP.GE.AND P1, PT, R15, RZ, PT",
+        "@UP0 BRA 0x80",
+        "EXIT",
+        "@P1 BRA 0x90",
+        "EXIT",
+    ]
+    assert run(copy).violations == []
+    # ... unless UP0 changes in between: then the copy says nothing.
+    rewritten = copy[:4] + ["UISETP.NE.AND UP0, UPT, UR10, URZ, UPT"] + copy[4:]
+    assert len(run(rewritten).violations) == 1
+    # A value clean under P0 (R4 rewritten under P0, then compared without a
+    # guard) is clean where a branch proved P0, and tainted where it did not.
+    edge = [
+        "LDG.E R4, desc[UR4][R6.64]",
+        "ISETP.NE.AND P0, PT, R1, RZ, PT",
+        "@P0 IMAD R4, R2, R3, RZ",
+        "ISETP.GE.AND P1, PT, R4, UR5, PT",
+        "@!P0 BRA 0x70",
+        "@P1 BRA 0x70",   # reached only with P0: clean
+        "EXIT",
+        "@P1 BRA 0x90",   # reached from @!P0 BRA too: data-dependent
+        "EXIT",
+    ]
+    rep = run(edge)
+    assert len(rep.violations) == 1 and rep.violations[0].startswith("0x0070")
+    # IMAD.WIDE: 32-bit multiplicands, 64-bit addend (R6:R7).
+    wide = lambda taint: run([
+        f"LDG.E R{taint}, desc[UR4][R8.64]",
+        "IMAD.WIDE R4, R2, 0x4, R6",
+        "ISETP.GE.AND P1, PT, R5, RZ, PT",
+        "@P1 BRA 0x50",
+        "EXIT",
+    ])
+    assert wide(3).violations == []     # R3 is not read (R2 is 32-bit)
+    assert len(wide(7).violations) == 1  # R7 is the addend's high half
+    # LOP3 with an immediate mask reads only the masked bytes.
+    masked = lambda mask: run([
+        "LDS.U8 R5, [R2]",
+        "PRMT R20, R5, 0x0044, RZ",   # the loaded byte into bytes 2 and 3
+        f"LOP3.LUT P0, RZ, R20, {mask}, RZ, 0xc0, !PT",
+        "@P0 BRA 0x50",
+        "EXIT",
+    ])
+    assert masked("0xff").violations == []
+    assert len(masked("0xff0000").violations) == 1
+
+
 # ----------------------------------------------------------------- planted leaks
 def test_audit_catches_planted_data_dependent_branches(tmp_path):
     nvcc = _nvcc()

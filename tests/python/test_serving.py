@@ -270,36 +270,15 @@ def _torch_cuda():
         pytest.skip("no CUDA device visible to PyTorch")
     if not flashcore.built_with_cuda():
         pytest.skip("flashcore was built without the CUDA backend")
-    if not _cuda_serving_supported(torch):
-        pytest.skip("the serving kernels are not in this build: CUDA serving calls raise a clear TypeError "
-                    "(test_cuda_serving_unsupported_is_a_clear_error)")
     return torch
 
 
-def _cuda_serving_probe(torch):
-    q = torch.randn(2, 1, 64, dtype=torch.float16, device="cuda")
+def test_cuda_serving_head_dim_256_is_a_clear_error():
+    torch = _torch_cuda()
+    q = torch.randn(2, 1, 256, dtype=torch.float16, device="cuda")
     cu = torch.tensor([0, 2], dtype=torch.int32, device="cuda")
-    return flashcore.attention_varlen(q, q, q, cu, cu, 2, 2)
-
-
-def _cuda_serving_supported(torch):
-    try:
-        _cuda_serving_probe(torch)
-        return True
-    except TypeError as e:
-        if "not supported on CUDA yet" in str(e):
-            return False
-        raise
-
-
-def test_cuda_serving_unsupported_is_a_clear_error():
-    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
-    if not torch.cuda.is_available() or not flashcore.built_with_cuda():
-        pytest.skip("no CUDA device or no CUDA backend")
-    if _cuda_serving_supported(torch):
-        pytest.skip("this build has the serving kernels")
-    with pytest.raises(TypeError, match="not supported on CUDA yet"):
-        _cuda_serving_probe(torch)
+    with pytest.raises(TypeError, match="head dims 64, 96 and 128"):
+        flashcore.attention_varlen(q, q, q, cu, cu, 2, 2)
 
 
 GPU_TOL = {"bfloat16": 1e-2, "float16": 2e-3}

@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
     std::vector<Result> results;
     for (int i = 0; i < nk; ++i) {
       const auto& e = table[i];
-      if (e.dtype != sh.dtype || e.head_dim != sh.d) continue;
+      if (e.dtype != sh.dtype || e.head_dim != sh.d || e.serving) continue;
       args.config.block_m = e.block_m;
       args.config.block_n = e.block_n;
       CHECK_CUDA(cudaMemset(o, 0xFF, n * 2));

@@ -3,7 +3,8 @@
 Modules, one job each:
   suites     shape lists of the seeds / fa3 / decode suites, FLOP and byte counts
   timing     CUDA-event and CUDA-graph timers, input rotation, machine ceilings
-  backends   the contenders (flashcore, SDPA flash / cuDNN / efficient)
+  backends   the contenders (flashcore; on decode also flashcore-kv / flashcore-paged,
+             its KV-cache entry point; SDPA flash / cuDNN / efficient)
   reference  float64 correctness gate run before timing
   runner     shape-by-shape loop, every contender back-to-back per shape
   report     result rows, terminal tables, CSV, summary.md

@@ -5,6 +5,7 @@ same process, same input tensors.
     python -m flashcore.bench --quick               # a subset, under a minute
     python -m flashcore.bench --suite fa3 --backends flashcore,cudnn
     python -m flashcore.bench --shape 4,16,2048,128,causal --dtype bf16
+    python -m flashcore.bench --suite decode --backends fc,fc-kv,fc-paged,sdpa
 
 Without a CUDA device it says so in one line and runs a CPU demo instead.
 """
@@ -29,7 +30,11 @@ METRIC_NOTES = [
     "tflops = 4*B*H*Sq*Sk*D / us_best (halved when causal and Sq == Sk); us_best = min(us_eager, us_graph)",
     "gbps = bytes of q, k, v and out / us_best; pct_ceiling = tflops / measured matmul TFLOP/s of the dtype",
     "relerr = ||out - ref||_F / ||ref||_F against float64 on sampled (batch, head) pairs and query rows",
-    "speedup (flashcore rows) = fastest working competitor's us_best / flashcore's us_best; > 1 means flashcore is faster",
+    "flashcore-kv / flashcore-paged (decode suite only): flashcore.attention_with_kvcache(layout='bhsd', check=False) "
+    "on the same K/V as a contiguous cache (capacity = Sk, cache_seqlens = Sk) / copied into a pool of "
+    "64-token pages behind a seeded random block table (built outside timing); gbps counts the same bytes as flashcore",
+    "speedup (rows flashcore, flashcore-kv, flashcore-paged) = fastest working SDPA row's us_best / that row's us_best; "
+    "> 1 means flashcore is faster",
 ]
 
 
@@ -48,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replays", type=int, default=50, help="timed graph replays (default 50)")
     p.add_argument("--no-graph", action="store_true", help="skip CUDA-graph timing")
     p.add_argument("--backends", default="all",
-                   help=f"comma-separated subset of {','.join(ALL_BACKENDS)} (aliases: fc, flash, cudnn, efficient, sdpa)")
+                   help=f"comma-separated subset of {','.join(ALL_BACKENDS)} (default: all; aliases: fc, "
+                        "fc-kv, fc-paged, flash, cudnn, efficient, sdpa); flashcore-kv and flashcore-paged "
+                        "run on the decode suite only")
     p.add_argument("--no-plot", action="store_true", help="do not write PNG plots")
     return p
 
@@ -84,7 +91,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def gpu_main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     from . import plot, report
-    from .backends import flashcore_cuda_problem, flashcore_version, load_flashcore, make_backends
+    from .backends import applicable, flashcore_cuda_problem, flashcore_version, load_flashcore, make_backends
     from .progress import Progress
     from .runner import Runner, RunOptions
     from .timing import measure_ceilings, measure_matmul
@@ -94,6 +101,12 @@ def gpu_main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     shapes = suites.build_shapes(args.suites, args.quick, args.custom)
     shown_suites = ["custom"] if args.custom else list(args.suites)
     backends = make_backends(args.backend_names, fc, fc_problem)
+    # flashcore-kv / flashcore-paged run on decode shapes only: count the rows.
+    n_runs = sum(len(applicable(backends, s)) for s in shapes)
+    if n_runs == 0:
+        print(f"flashcore-bench: none of the backends {','.join(args.backend_names)} runs on the chosen "
+              "shapes (flashcore-kv and flashcore-paged: decode suite only)", file=sys.stderr)
+        return 2
 
     out_dir = args.out or env.default_out_dir()
     os.makedirs(out_dir, exist_ok=True)
@@ -103,15 +116,15 @@ def gpu_main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     env_lines = env.gpu_environment(flashcore_version(fc), argv)
     for line in env_lines:
         print(line)
-    if fc_problem and "flashcore" in args.backend_names:
+    if fc_problem and any(report.is_flashcore(n) for n in args.backend_names):
         print(f"flashcore rows will be n/a: {fc_problem}")
-    print(f"{len(shapes)} shapes x {len(backends)} backends -> {out_dir}", flush=True)
+    print(f"{len(shapes)} shapes, {n_runs} backend x shape runs -> {out_dir}", flush=True)
 
     # Ceilings first, in the same process and thermal state as the contenders.
     dtypes = ["bf16"] + sorted({s.dtype for s in shapes} - {"bf16"})
     print("measuring ceilings (matmul, copy, trivial-kernel launch)...", flush=True)
     ceilings = measure_ceilings(dtypes, log=lambda msg: print("  " + msg, flush=True))
-    progress = Progress(len(shapes) * len(backends), desc="flashcore-bench")
+    progress = Progress(n_runs, desc="flashcore-bench")
 
     def ceiling_lines() -> List[str]:
         out = []
@@ -172,7 +185,7 @@ def gpu_main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
     if runner.dead:
         print(f"CUDA context lost during the run: {runner.dead}")
     # The remote runner shows only the tail of the output: the summary goes last.
-    print("\n== summary (speedup = best competitor time / flashcore time; > 1: flashcore faster) ==")
+    print("\n== summary (speedup = best SDPA time / the flashcore row's time; > 1: flashcore faster) ==")
     print(report.summary_table(rows), flush=True)
     return 1 if (runner.dead or interrupted) else 0
 

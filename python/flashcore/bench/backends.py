@@ -3,6 +3,12 @@
 Every contender is prepared per shape on the *same* input tensors (see
 `Inputs`) and exposes `call(i)`, one attention call on rotation set i, which
 the timing layer drives both eagerly and inside graph capture.
+
+flashcore runs as a family: `flashcore` (the plain `flashcore.attention`) on
+every suite, and on the decode suite only `flashcore-kv` / `flashcore-paged`
+(`flashcore.attention_with_kvcache` over the same K/V as a contiguous cache,
+and rearranged into a shuffled page pool). A backend names the suites it
+applies to (`Backend.suites`); the runner gives it no row elsewhere.
 """
 
 from __future__ import annotations
@@ -19,9 +25,12 @@ SDPA_BACKENDS = {
     "sdpa-cudnn": "CUDNN_ATTENTION",
     "sdpa-efficient": "EFFICIENT_ATTENTION",
 }
-ALL_BACKENDS = ("flashcore",) + tuple(SDPA_BACKENDS)
+FLASHCORE_BACKENDS = ("flashcore", "flashcore-kv", "flashcore-paged")
+ALL_BACKENDS = FLASHCORE_BACKENDS + tuple(SDPA_BACKENDS)
 BACKEND_ALIASES = {
     "flashcore": "flashcore", "fc": "flashcore",
+    "flashcore-kv": "flashcore-kv", "fc-kv": "flashcore-kv",
+    "flashcore-paged": "flashcore-paged", "fc-paged": "flashcore-paged",
     "sdpa-flash": "sdpa-flash", "flash": "sdpa-flash", "fa2": "sdpa-flash",
     "sdpa-cudnn": "sdpa-cudnn", "cudnn": "sdpa-cudnn",
     "sdpa-efficient": "sdpa-efficient", "efficient": "sdpa-efficient", "mem-efficient": "sdpa-efficient",
@@ -29,8 +38,17 @@ BACKEND_ALIASES = {
 }
 
 
+# flashcore-paged: tokens per page, and the seed of the page shuffle.
+PAGE_SIZE = 64
+PAGE_SEED = 1234
+
+
 class Unavailable(Exception):
     """The contender cannot run at all in this process (not a per-shape refusal)."""
+
+
+class Refused(Exception):
+    """The contender declines this shape; the message is the skip reason."""
 
 
 def parse_backends(text: Optional[str]) -> List[str]:
@@ -39,7 +57,7 @@ def parse_backends(text: Optional[str]) -> List[str]:
     chosen = set()
     for tok in (t.strip().lower() for t in text.split(",") if t.strip()):
         if tok not in BACKEND_ALIASES:
-            raise ValueError(f"unknown backend {tok!r}; choose from {', '.join(ALL_BACKENDS)} (or flash, cudnn, efficient, sdpa)")
+            raise ValueError(f"unknown backend {tok!r}; choose from {', '.join(ALL_BACKENDS)} (or fc, fc-kv, fc-paged, flash, cudnn, efficient, sdpa)")
         name = BACKEND_ALIASES[tok]
         chosen.update(SDPA_BACKENDS if name == "sdpa" else (name,))
     return [b for b in ALL_BACKENDS if b in chosen]
@@ -156,6 +174,12 @@ class Prepared:
 
 class Backend:
     name = "?"
+    # Suites this contender is run on; None: all of them. Elsewhere it gets
+    # no row at all (see `applicable`).
+    suites: Optional[Tuple[str, ...]] = None
+
+    def applies_to(self, shape: Shape) -> bool:
+        return self.suites is None or shape.suite in self.suites
 
     def prepare(self, shape: Shape, inputs: Inputs) -> Prepared:  # pragma: no cover
         raise NotImplementedError
@@ -168,10 +192,34 @@ class FlashcoreBackend(Backend):
         self.fc = module
         self.problem = problem
 
-    def prepare(self, shape: Shape, inputs: Inputs) -> Prepared:
+    def _module(self):
         if self.fc is None or self.problem:
             raise Unavailable(self.problem or "flashcore is not importable")
-        return _FlashcorePrepared(self.fc, shape, inputs)
+        return self.fc
+
+    def prepare(self, shape: Shape, inputs: Inputs) -> Prepared:
+        return _FlashcorePrepared(self._module(), shape, inputs)
+
+
+class FlashcoreKvBackend(FlashcoreBackend):
+    """flashcore.attention_with_kvcache on the decode suite: the shape's own
+    K/V as a contiguous cache (layout "bhsd", capacity = Sk, every sequence
+    full), or with `paged` the same data in a pool of PAGE_SIZE-token pages."""
+
+    suites = ("decode",)
+
+    def __init__(self, module=None, problem: Optional[str] = None, paged: bool = False):
+        super().__init__(module, problem)
+        self.paged = paged
+        self.name = "flashcore-paged" if paged else "flashcore-kv"
+
+    def prepare(self, shape: Shape, inputs: Inputs) -> Prepared:
+        fc = self._module()
+        if not callable(getattr(fc, "attention_with_kvcache", None)):
+            raise Unavailable("flashcore.attention_with_kvcache is not available")
+        if self.paged and shape.Sk % PAGE_SIZE:
+            raise Refused(f"paged cache: Sk={shape.Sk} is not a multiple of the page size {PAGE_SIZE}")
+        return _FlashcoreKvPrepared(fc, shape, inputs, self.paged)
 
 
 class _FlashcorePrepared(Prepared):
@@ -205,6 +253,73 @@ class _FlashcorePrepared(Prepared):
         if isinstance(res, (tuple, list)):
             res = res[0]
         return out0 if res is None else res
+
+
+class _FlashcoreKvPrepared(_FlashcorePrepared):
+    """Everything the cache call needs is built here, outside every timed
+    region: cache_seqlens, and for the paged cache one page pool per rotation
+    set plus the block table."""
+
+    def __init__(self, fc, shape: Shape, inputs: Inputs, paged: bool):
+        import torch
+
+        super().__init__(fc, shape, inputs)
+        # The metadata check of the untimed correctness call only (check_call).
+        self.check_metadata = False
+        dev = inputs.k[0].device
+        self.cache_seqlens = torch.full((shape.B,), shape.Sk, dtype=torch.int32, device=dev)
+        self.k_cache, self.v_cache, self.block_table = inputs.k, inputs.v, None
+        if paged:
+            self.block_table, perm = page_table(shape.B, shape.Sk // PAGE_SIZE, dev)
+            self.k_cache = [to_page_pool(t, perm) for t in inputs.k]
+            self.v_cache = [to_page_pool(t, perm) for t in inputs.v]
+
+    def call(self, i: int):
+        x = self.inputs
+        kwargs = {"out": x.out[i]} if self.use_out else {}
+        # check=False in the timed calls: the metadata check copies
+        # cache_seqlens / block_table to the host and synchronizes the stream,
+        # which is no part of the attention (graph capture skips it on its own
+        # with check=None anyway). check_call runs it once.
+        return self.fc.attention_with_kvcache(x.q[i], self.k_cache[i], self.v_cache[i], self.cache_seqlens,
+                                             block_table=self.block_table, causal=self.shape.causal,
+                                             layout="bhsd", check=self.check_metadata, **kwargs)
+
+    def check_call(self):
+        self.check_metadata = True
+        try:
+            return super().check_call()
+        finally:
+            self.check_metadata = False
+
+
+def page_table(batch: int, pages_per_seq: int, device="cuda", seed: int = PAGE_SEED):
+    """(block_table, perm): logical page j = b * pages_per_seq + p (page p of
+    sequence b) lives in physical page perm[j] of the pool; block_table is
+    perm as a (batch, pages_per_seq) int32 tensor on `device`. A seeded random
+    permutation, so neighbouring pages of a sequence are not neighbours in
+    memory, as in a serving engine's pool after some churn."""
+    import torch
+
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(seed)
+    perm = torch.randperm(batch * pages_per_seq, generator=gen).to(device)
+    return perm.to(torch.int32).reshape(batch, pages_per_seq), perm
+
+
+def to_page_pool(t, perm, page_size: int = PAGE_SIZE):
+    """(B, Hkv, Sk, D) cache -> page pool (B * Sk / page_size, Hkv, page_size, D),
+    the paged layout attention_with_kvcache wants for layout "bhsd"; logical
+    page j goes to physical page perm[j]."""
+    import torch
+
+    b, h, s, d = t.shape
+    n = s // page_size
+    pool = torch.empty(b * n, h, page_size, d, dtype=t.dtype, device=t.device)
+    # Indexing with perm as (b, n) matches the (b, n, h, page_size, d) view of
+    # the cache page for page, so no intermediate copy is made.
+    pool[perm.view(b, n)] = t.view(b, h, n, page_size, d).permute(0, 2, 1, 3, 4)
+    return pool
 
 
 class SdpaBackend(Backend):
@@ -269,8 +384,18 @@ class _SdpaPrepared(Prepared):
 def make_backends(names: Sequence[str], fc_module=None, fc_problem: Optional[str] = None) -> List[Backend]:
     out: List[Backend] = []
     for n in names:
-        out.append(FlashcoreBackend(fc_module, fc_problem) if n == "flashcore" else SdpaBackend(n))
+        if n == "flashcore":
+            out.append(FlashcoreBackend(fc_module, fc_problem))
+        elif n in ("flashcore-kv", "flashcore-paged"):
+            out.append(FlashcoreKvBackend(fc_module, fc_problem, paged=n == "flashcore-paged"))
+        else:
+            out.append(SdpaBackend(n))
     return out
+
+
+def applicable(backends: Sequence[Backend], shape: Shape) -> List[Backend]:
+    """The contenders run on `shape`, in their order."""
+    return [be for be in backends if be.applies_to(shape)]
 
 
 # ------------------------------------------------------------------ errors
@@ -301,6 +426,8 @@ def is_cuda_failure(exc: BaseException) -> bool:
 def classify_failure(backend_name: str, exc: BaseException) -> Tuple[str, str]:
     """('skip' | 'error', reason). A refusal is a skip with its reason; anything
     that smells of a device fault is an error."""
+    if isinstance(exc, Refused):
+        return "skip", str(exc)
     reason = summarize_exception(exc)
     if isinstance(exc, Unavailable):
         return "n/a", reason

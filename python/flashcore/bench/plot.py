@@ -14,6 +14,8 @@ from .report import STATUS_OK, Row
 # Fixed colours per contender so every figure of every run reads the same.
 COLORS = {
     "flashcore": "#d62728",
+    "flashcore-kv": "#ff7f0e",      # the decode-only KV-cache variants: warm hues next to flashcore's red
+    "flashcore-paged": "#e377c2",
     "sdpa-flash": "#1f77b4",
     "sdpa-cudnn": "#2ca02c",
     "sdpa-efficient": "#9467bd",
@@ -161,7 +163,8 @@ def plot_bandwidth(rows: Sequence[Row], path: str, suite: str = "decode",
             shapes.append(k)
     ok: Dict[tuple, float] = {((r.backend,) + (r.B, r.Sk, r.H, r.Hkv, r.Sq, r.D, r.causal)): r.gbps
                               for r in rows if r.status == STATUS_OK and r.gbps}
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(shapes) + 2), 4))
+    # Wider groups when the decode suite also carries flashcore-kv/-paged bars.
+    fig, ax = plt.subplots(figsize=(max(6, max(1.6, 0.4 * len(backends)) * len(shapes) + 2), 4))
     _grouped_bars(ax, shapes, backends, lambda g, be: ok.get((be,) + tuple(g)))
     ax.set_xticks(range(len(shapes)))
     ax.set_xticklabels([f"B={b}\nKV={_seq_label(sk)}" for b, sk, *_ in shapes])
@@ -171,7 +174,9 @@ def plot_bandwidth(rows: Sequence[Row], path: str, suite: str = "decode",
         ax.text(-0.45, copy_gbps, f" d2d copy {copy_gbps:.0f}", va="bottom", fontsize=7, color="grey")
         ax.set_ylim(0, copy_gbps * 1.15)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    # One legend line across the top, in the headroom above the copy ceiling,
+    # clear of the bars now that decode carries up to six series.
+    ax.legend(fontsize=8, loc="upper center", ncol=max(1, len(backends)), frameon=False)
     ax.set_title(title or "Decode: 1 query token, bf16, 32 q heads / 8 KV heads, D=128")
     fig.tight_layout()
     fig.savefig(path, dpi=130)

@@ -45,7 +45,7 @@ class Row:
     pct_ceiling: Optional[float] = None
     gbps: Optional[float] = None
     relerr: Optional[float] = None
-    speedup: Optional[float] = None     # flashcore rows: best competitor time / flashcore time
+    speedup: Optional[float] = None     # flashcore-family rows: best competitor time / this row's time
     best_competitor: str = ""
     rot_sets: Optional[int] = None
     graph_calls: Optional[int] = None
@@ -70,6 +70,16 @@ class Row:
 CSV_COLUMNS = [f.name for f in dataclasses.fields(Row)]
 
 
+FLASHCORE = "flashcore"
+
+
+def is_flashcore(backend: str) -> bool:
+    """flashcore's own rows: the plain call and its variants (flashcore-kv,
+    flashcore-paged). Every other row (today: the SDPA backends) is a
+    competitor; flashcore rows are never each other's competitor."""
+    return backend.startswith(FLASHCORE)
+
+
 def _shape_key(r: Row):
     return (r.suite, r.dtype, r.B, r.H, r.Hkv, r.Sq, r.Sk, r.D, r.causal)
 
@@ -78,8 +88,9 @@ def finalize(rows: Sequence[Row], matmul_ceiling: Dict[str, float]) -> None:
     """Fill every derived column from the measured times, in place.
 
     TFLOP/s and GB/s use the better of the eager and graph medians (what the
-    anchors did); speedup compares flashcore with the fastest competitor on the
-    same basis, and appears on the flashcore row only.
+    anchors did), with the same FLOP and byte counts for every row of a shape;
+    speedup compares each flashcore-family row with the fastest competitor on
+    the same basis, and appears on those rows only.
     """
     for r in rows:
         times = [t for t in (r.us_eager, r.us_graph) if t is not None and t > 0]
@@ -97,14 +108,19 @@ def finalize(rows: Sequence[Row], matmul_ceiling: Dict[str, float]) -> None:
     for r in rows:
         groups.setdefault(_shape_key(r), []).append(r)
     for grp in groups.values():
-        fc = [r for r in grp if r.backend == "flashcore" and r.status == STATUS_OK and r.us_best]
-        comp = [r for r in grp if r.backend != "flashcore" and r.status == STATUS_OK and r.us_best]
-        if not comp:
+        fc = [r for r in grp if is_flashcore(r.backend) and r.status == STATUS_OK and r.us_best]
+        best = _best_competitor(grp)
+        if best is None:
             continue
-        best = min(comp, key=lambda r: r.us_best)
         for r in fc:
             r.best_competitor = best.backend
             r.speedup = speedup(r.us_best, best.us_best)
+
+
+def _best_competitor(grp: Sequence[Row]) -> Optional[Row]:
+    """The fastest working non-flashcore row of one shape, if any."""
+    comp = [r for r in grp if not is_flashcore(r.backend) and r.status == STATUS_OK and r.us_best]
+    return min(comp, key=lambda r: r.us_best) if comp else None
 
 
 # ------------------------------------------------------------------ formatting
@@ -167,14 +183,17 @@ def suite_table(rows: Iterable[Row], reason_width: int = 60) -> str:
     return text_table(SUITE_HEADERS, body, _SUITE_RIGHT)
 
 
-SUMMARY_HEADERS = ["suite", "shape", "flashcore us", "best other", "its us", "speedup",
-                   "fc TFLOP/s", "fc GB/s", "flashcore"]
-_SUMMARY_RIGHT = [False, False, True, False, True, True, True, True, False]
+SUMMARY_HEADERS = ["suite", "shape", "backend", "us", "best other", "its us", "speedup",
+                   "TFLOP/s", "GB/s", "status"]
+_SUMMARY_RIGHT = [False, False, False, True, False, True, True, True, True, False]
 
 
 def summary_rows(rows: Sequence[Row]) -> List[List[str]]:
-    """One line per shape: flashcore against the fastest working competitor.
-    speedup = competitor time / flashcore time (> 1: flashcore faster)."""
+    """One line per shape and flashcore-family row (flashcore everywhere, plus
+    flashcore-kv and flashcore-paged on decode), each against the fastest
+    working competitor of that shape; us, TFLOP/s, GB/s and status are the
+    flashcore row's. A shape without any flashcore row gets one 'not run'
+    line. speedup = competitor time / flashcore time (> 1: flashcore faster)."""
     order: List[tuple] = []
     groups: Dict[tuple, List[Row]] = {}
     for r in rows:
@@ -186,26 +205,25 @@ def summary_rows(rows: Sequence[Row]) -> List[List[str]]:
     body = []
     for k in order:
         grp = groups[k]
-        fc = next((r for r in grp if r.backend == "flashcore"), None)
-        comp = [r for r in grp if r.backend != "flashcore" and r.status == STATUS_OK and r.us_best]
-        best = min(comp, key=lambda r: r.us_best) if comp else None
-        if fc is None:
-            fc_state = "not run"
-        elif fc.status == STATUS_OK:
-            fc_state = "ok" + (f" ({fc.reason})" if fc.reason else "")
-        else:
-            fc_state = fc.status + (f": {fc.reason}" if fc.reason else "")
-        if len(fc_state) > 48:
-            fc_state = fc_state[:45] + "..."
-        ok = fc is not None and fc.status == STATUS_OK
-        body.append([
-            grp[0].suite, shape_label(grp[0]),
-            fmt(fc.us_best, 2) if ok else "-",
-            best.backend if best else "-", fmt(best.us_best, 2) if best else "-",
-            (f"{fc.speedup:.2f}x" if ok and fc.speedup else "-"),
-            fmt(fc.tflops, 1) if ok else "-", fmt(fc.gbps, 0) if ok else "-",
-            fc_state,
-        ])
+        best = _best_competitor(grp)
+        for fc in [r for r in grp if is_flashcore(r.backend)] or [None]:
+            if fc is None:
+                fc_state = "not run"
+            elif fc.status == STATUS_OK:
+                fc_state = "ok" + (f" ({fc.reason})" if fc.reason else "")
+            else:
+                fc_state = fc.status + (f": {fc.reason}" if fc.reason else "")
+            if len(fc_state) > 48:
+                fc_state = fc_state[:45] + "..."
+            ok = fc is not None and fc.status == STATUS_OK
+            body.append([
+                grp[0].suite, shape_label(grp[0]), fc.backend if fc is not None else FLASHCORE,
+                fmt(fc.us_best, 2) if ok else "-",
+                best.backend if best else "-", fmt(best.us_best, 2) if best else "-",
+                (f"{fc.speedup:.2f}x" if ok and fc.speedup else "-"),
+                fmt(fc.tflops, 1) if ok else "-", fmt(fc.gbps, 0) if ok else "-",
+                fc_state,
+            ])
     return body
 
 
@@ -262,8 +280,10 @@ def markdown_report(rows: Sequence[Row], env_lines: Sequence[str], ceiling_lines
     parts += ["", "## Ceilings measured in the same run", ""]
     parts += [f"- {line}" for line in ceiling_lines]
     parts += ["", "## Summary", "",
-              "speedup = fastest working competitor's time / flashcore's time (> 1: flashcore faster); "
-              "times are the better of the eager and graph medians.", ""]
+              "One line per shape and flashcore row (flashcore-kv / flashcore-paged: decode only). "
+              "speedup = fastest working SDPA competitor's time / that flashcore row's time "
+              "(> 1: flashcore faster); times are the better of the eager and graph medians; "
+              "GB/s counts the same q, k, v and out bytes for every row.", ""]
     parts.append(md_table(SUMMARY_HEADERS, summary_rows(rows)))
     for suite in suites:
         srows = [r for r in rows if r.suite == suite]

@@ -1,5 +1,7 @@
 """Drives the measurements: shapes in order, every contender back-to-back on
 each shape (so they share thermal and clock conditions), check before time.
+A contender restricted to some suites (Backend.suites) is left out, without a
+row, on the shapes of the others.
 
 The device-facing pieces (input creation, the float64 check, the two timers,
 synchronisation) are injected, defaulting to the real ones; the tests drive the
@@ -14,7 +16,7 @@ import warnings
 from typing import Callable, List, Optional, Sequence
 
 from . import report
-from .backends import Backend, classify_failure, is_cuda_failure, summarize_exception
+from .backends import Backend, applicable, classify_failure, is_cuda_failure, summarize_exception
 from .report import Row
 from .suites import Shape, io_bytes, uses_graph
 from .timing import GRAPH_REPLAYS, WARMUP, graph_call_count, rotation_count
@@ -124,8 +126,12 @@ class Runner:
         return self.rows
 
     def _run_shape(self, idx: int, shape: Shape) -> None:
+        # Contenders restricted to other suites get no row here at all.
+        bes = applicable(self.backends, shape)
+        if not bes:
+            return
         if self.dead:
-            for be in self.backends:
+            for be in bes:
                 row = Row.for_shape(shape, be.name)
                 row.status, row.reason = report.STATUS_ERROR, f"not run: CUDA context lost earlier ({self.dead})"
                 self._emit(row)
@@ -135,7 +141,7 @@ class Runner:
             inputs = self.make_inputs(shape, n_sets, idx)
         except Exception as exc:  # noqa: BLE001 - e.g. out of memory for this shape
             reason = f"inputs: {summarize_exception(exc)}"
-            for be in self.backends:
+            for be in bes:
                 row = Row.for_shape(shape, be.name)
                 row.status, row.reason = report.STATUS_ERROR, reason
                 self._emit(row)
@@ -146,7 +152,7 @@ class Runner:
             # Phase 1, every contender back-to-back: check, then eager timing.
             results: List[Row] = []        # in backend order, emitted at the end
             timed = []                     # (row, prepared) that passed and were timed
-            for be in self.backends:
+            for be in bes:
                 if self.dead:
                     row = Row.for_shape(shape, be.name)
                     row.status, row.reason = report.STATUS_ERROR, f"not run: CUDA context lost earlier ({self.dead})"

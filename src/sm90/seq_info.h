@@ -1,0 +1,142 @@
+// Per-sequence lengths and the work of one tile, shared by the producer, the
+// consumers and the split-KV combine kernel so that all of them agree on it.
+//
+// Serving calls (varlen, KV cache) carry per-sequence lengths in device
+// memory. They are read through load_index() only: the one way flashcore's
+// kernels read metadata, which the SASS audit (tools/sass-audit) recognizes
+// by its instruction (LDG.E.LTC256B.CONSTANT) and does not treat as
+// secret. Branches on lengths are fine; branches on tensor values are not.
+//
+// Every length is clipped to what the host validated (max_seqlen_*, the
+// packed totals, the cache capacity), so bad metadata can make results
+// wrong but never makes a kernel read or write out of bounds.
+//
+// Split-KV (decode-like sequences): a sequence whose query rows fit in 64
+// rows has its key blocks cut into chunks of split_blocks blocks at fixed
+// key positions; chunk s is computed by its own tile and the combine kernel
+// merges the chunks in order. Whether a sequence splits and where depends
+// only on its own lengths and the head dim: never on the batch it is in.
+#pragma once
+
+#include <cute/config.hpp>
+#include <cstdint>
+
+#include "sm90/mask.h"
+
+namespace flashcore::sm90 {
+
+// Loads one int32 of metadata (lengths, offsets, page numbers). Read-only
+// for the kernel's lifetime, so through the non-coherent (L1-cached) path.
+CUTE_DEVICE int32_t load_index(const int32_t* p) {
+  int32_t v;
+  asm volatile("ld.global.nc.L2::256B.s32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+// Rows of a tile that still qualify for split-KV (the smallest block_m, so
+// the choice never depends on the tile shape dispatch picked).
+constexpr int kSplitMaxRows = 64;
+
+struct SeqParams {
+  // Uniform sizes (plain calls) or upper bounds (serving calls).
+  int32_t seqlen_q = 0;   // rows per sequence (after GQA packing: the group)
+  int32_t seqlen_k = 0;   // keys per sequence, or the cache capacity
+  int32_t window_left = 0, window_right = 0;  // clamped to 2^30
+
+  const int32_t* cu_seqlens_q = nullptr;  // varlen q: tokens [cu[b], cu[b+1]) of a packed q
+  const int32_t* cu_seqlens_k = nullptr;  // varlen k
+  const int32_t* cache_seqlens = nullptr;  // KV cache: keys = cache_seqlens[b] + seqlen_new
+  int32_t seqlen_new = 0;
+  int32_t total_q = 0, total_k = 0;  // packed tokens (varlen)
+
+  int32_t num_m_blocks = 0;  // query blocks of the longest sequence
+  int32_t split_keys = 0;    // keys per split chunk (a multiple of block_n); 0: no split-KV
+  int32_t max_splits = 1;    // chunks of the longest sequence (grid size)
+};
+
+struct SeqInfo {
+  int32_t q_offset = 0, seqlen_q = 0;  // query rows (GQA-packed decode: the group)
+  int32_t k_offset = 0, seqlen_k = 0;
+};
+
+CUTE_DEVICE int32_t clip(int32_t v, int32_t lo, int32_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+// kServing = false compiles every per-sequence path out (the plain kernels:
+// kernel_traits.h): uniform lengths, no metadata loads.
+template <bool kServing = true>
+CUTE_DEVICE SeqInfo seq_info(SeqParams const& p, int batch) {
+  SeqInfo s;
+  if (!kServing) {
+    s.seqlen_q = p.seqlen_q;
+    s.seqlen_k = p.seqlen_k;
+    return s;
+  }
+  if (p.cu_seqlens_q != nullptr) {
+    s.q_offset = clip(load_index(p.cu_seqlens_q + batch), 0, p.total_q);
+    int32_t end = clip(load_index(p.cu_seqlens_q + batch + 1), s.q_offset, p.total_q);
+    s.seqlen_q = min(end - s.q_offset, p.seqlen_q);
+  } else {
+    s.seqlen_q = p.seqlen_q;
+  }
+  if (p.cu_seqlens_k != nullptr) {
+    s.k_offset = clip(load_index(p.cu_seqlens_k + batch), 0, p.total_k);
+    int32_t end = clip(load_index(p.cu_seqlens_k + batch + 1), s.k_offset, p.total_k);
+    s.seqlen_k = min(end - s.k_offset, p.seqlen_k);
+  } else if (p.cache_seqlens != nullptr) {
+    int32_t cached = clip(load_index(p.cache_seqlens + batch), 0, p.seqlen_k);
+    s.seqlen_k = min(cached + p.seqlen_new, p.seqlen_k);
+  } else {
+    s.seqlen_k = p.seqlen_k;
+  }
+  return s;
+}
+
+// The work of tile unit `u` of one (head, batch): a query block and a range
+// of key blocks, and where its result goes.
+struct TileWork {
+  bool active = false;  // false: nothing to do for this unit
+  int m_block = 0;
+  int n_begin = 0, n_end = 0;  // key blocks [n_begin, n_end), may be empty
+  int split = 0, num_splits = 1;  // num_splits > 1: write a partial result
+};
+
+CUTE_DEVICE bool splits(SeqParams const& p, SeqInfo const& s) {
+  return p.split_keys > 0 && s.seqlen_q <= kSplitMaxRows;
+}
+
+// Chunks of a split sequence: those up to the one holding its last allowed
+// key (at least 1). Written in keys, not blocks, so the combine kernel (which
+// knows no block_n) gets the same count.
+CUTE_DEVICE int num_splits_of(SeqParams const& p, SeqInfo const& s) {
+  int64_t hi = min(int64_t(s.seqlen_q) - 1 + (s.seqlen_k - s.seqlen_q) + p.window_right,
+                   int64_t(s.seqlen_k) - 1);  // last allowed key of the last row
+  return hi < 0 ? 1 : int((hi + p.split_keys) / p.split_keys);
+}
+
+template <int kBlockM, int kBlockN, bool kSplitKV = true>
+CUTE_DEVICE TileWork tile_work(SeqParams const& p, SeqInfo const& s, int u) {
+  TileWork w;
+  int const rows = s.seqlen_q;
+  BlockMask<kBlockM, kBlockN> mask{rows, s.seqlen_k, p.window_left, p.window_right};
+  if (kSplitKV && splits(p, s)) {
+    if (rows == 0) return w;
+    int n_min, n_max;
+    mask.n_block_range(0, n_min, n_max);
+    w.num_splits = num_splits_of(p, s);
+    if (u >= w.num_splits) return w;
+    int const split_blocks = p.split_keys / kBlockN;
+    w.active = true;
+    w.split = u;
+    w.n_begin = max(n_min, u * split_blocks);
+    w.n_end = min(n_max, (u + 1) * split_blocks);
+    if (w.n_end < w.n_begin) w.n_end = w.n_begin;
+    return w;
+  }
+  if (u * kBlockM >= rows) return w;
+  w.active = true;
+  w.m_block = u;
+  mask.n_block_range(u, w.n_begin, w.n_end);
+  return w;
+}
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,95 @@
+// Host side of split-KV: which calls split, into how many chunks, and how
+// much workspace the partial results need. The chunk size (kSplitKeys) is a
+// constant, so whether and where a sequence splits depends only on its own
+// lengths (seq_info.h decides per sequence on the device); the host only
+// sizes the grid and the workspace for the longest sequence.
+#pragma once
+
+#include <cstdint>
+
+#include "common/problem.h"
+#include "sm90/gqa_pack.h"
+#include "sm90/seq_info.h"
+
+namespace flashcore::sm90 {
+
+// Keys per split chunk: 2 blocks of 128 keys (4 of 64 for head dim 256).
+// Small enough that a single decode sequence of 4k keys spreads over 16
+// CTAs per KV head; large enough that the partial results stay a few
+// percent of the K/V traffic.
+constexpr int64_t kSplitKeys = 256;
+
+struct SplitPlan {
+  int32_t split_keys = 0;    // 0: no split-KV
+  int32_t max_splits = 1;
+  int32_t partial_rows = 0;  // rows per (batch, head, chunk) slot
+  int64_t heads = 0;         // heads as the kernel sees them (KV heads when GQA-packed)
+  int64_t partial_o_bytes = 0, bytes = 0;
+};
+
+inline SplitPlan plan_split(const Problem& p) {
+  SplitPlan plan;
+  bool const packed = packs_gqa(p);
+  int64_t const rows = packed ? p.group() : p.seqlen_q;
+  // Varlen batches may hold short sequences whatever their longest is.
+  bool const may_split = p.varlen_q || rows <= kSplitMaxRows;
+  // Head dim 256 has no serving kernel (kernel_traits.h: kSplitKV).
+  // Only serving calls split (plain calls run the kernels without split-KV).
+  if (!p.has_per_seq_lengths() || !may_split || p.config.num_splits == 1 || p.seqlen_k == 0 ||
+      p.head_dim > 128) {
+    return plan;
+  }
+  int64_t split_keys = kSplitKeys;
+  if (p.config.num_splits > 1) {  // override: this many chunks for the longest sequence
+    split_keys = (p.seqlen_k + p.config.num_splits - 1) / p.config.num_splits;
+    split_keys = (split_keys + 127) / 128 * 128;
+  }
+  if (p.seqlen_k <= split_keys) return plan;
+  plan.split_keys = int32_t(split_keys);
+  plan.max_splits = int32_t((p.seqlen_k + split_keys - 1) / split_keys);
+  plan.partial_rows = int32_t(rows < kSplitMaxRows ? rows : kSplitMaxRows);
+  plan.heads = packed ? p.heads_kv : p.heads_q;
+  int64_t const slots = p.batch * plan.heads * plan.max_splits * plan.partial_rows;
+  plan.partial_o_bytes = (slots * p.head_dim * 4 + 255) / 256 * 256;
+  plan.bytes = plan.partial_o_bytes + (slots * 4 + 255) / 256 * 256;
+  return plan;
+}
+
+// The lengths, masks and split plan both kernels read (seq_info.h).
+inline SeqParams seq_params(const AttentionArgs& args, const Problem& p, const SplitPlan& split) {
+  constexpr int64_t kWindowClamp = int64_t(1) << 30;
+  bool const packed = packs_gqa(p);
+  SeqParams seq;
+  seq.seqlen_q = int32_t(packed ? p.group() : p.seqlen_q);
+  seq.seqlen_k = int32_t(p.seqlen_k);
+  // Packed rows all see every key (that is when packing applies).
+  seq.window_left = int32_t(!packed && p.window_left < kWindowClamp ? p.window_left : kWindowClamp);
+  seq.window_right = int32_t(!packed && p.window_right < kWindowClamp ? p.window_right : kWindowClamp);
+  seq.cu_seqlens_q = p.varlen_q ? args.cu_seqlens_q : nullptr;
+  seq.cu_seqlens_k = p.varlen_k ? args.cu_seqlens_k : nullptr;
+  seq.cache_seqlens = p.kv_cache ? args.cache_seqlens : nullptr;
+  seq.seqlen_new = int32_t(p.seqlen_new);
+  seq.total_q = int32_t(p.total_q);
+  seq.total_k = int32_t(p.total_k);
+  seq.split_keys = split.split_keys;
+  seq.max_splits = split.max_splits;
+  return seq;
+}
+
+// (batch, head, row) strides of an output (out or lse) as the kernels index
+// it: rows are query heads when GQA-packed, and varlen outputs are one
+// packed sequence (batch stride 0, rows offset by the sequence start).
+inline void row_strides(const TensorView& t, const Problem& p, int64_t (&s)[3]) {
+  bool const packed = packs_gqa(p);
+  s[0] = p.varlen_q ? 0 : t.stride[0];
+  s[1] = packed ? t.stride[1] * p.group() : t.stride[1];
+  s[2] = packed ? t.stride[1] : t.stride[2];
+}
+
+// What dispatch hands a kernel launch besides the arguments.
+struct LaunchPlan {
+  SplitPlan split;
+  void* workspace = nullptr;  // split.bytes of it when split.split_keys > 0
+};
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,372 @@
+// GPU tests of the serving paths (varlen, KV cache, paged KV, append,
+// split-KV) on the sm90 serving kernels. The plain path is checked against
+// float64 by test_sm90_forward.cpp; here every unsplit serving result must be
+// BITWISE equal to the plain call (the plain kernel) on the same sequence
+// alone, so the same float64 bound holds; split-KV results (serving calls
+// only) are checked against float64 directly. Batch invariance: a sequence
+// alone and inside random batches gives the same bits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "flashcore/attention.h"
+#include "gpu_case.h"
+
+namespace fctest {
+namespace {
+
+using flashcore::AttentionArgs;
+using flashcore::Device;
+
+struct DeviceInts {
+  int32_t* ptr = nullptr;
+  explicit DeviceInts(const std::vector<int32_t>& v) {
+    cudaMalloc(&ptr, std::max<size_t>(1, v.size()) * sizeof(int32_t));
+    cudaMemcpy(ptr, v.data(), v.size() * sizeof(int32_t), cudaMemcpyHostToDevice);
+  }
+  ~DeviceInts() { cudaFree(ptr); }
+  DeviceInts(const DeviceInts&) = delete;
+  DeviceInts& operator=(const DeviceInts&) = delete;
+};
+
+struct Workspace {
+  void* ptr = nullptr;
+  void attach(AttentionArgs& a) {
+    int64_t bytes = 0;
+    ASSERT_TRUE(flashcore::attention_workspace_size(a, &bytes).ok());
+    if (bytes > 0) {
+      cudaFree(ptr);
+      ASSERT_EQ(cudaMalloc(&ptr, size_t(bytes)), cudaSuccess);
+      a.workspace = ptr;
+      a.workspace_bytes = bytes;
+    }
+  }
+  ~Workspace() { cudaFree(ptr); }
+};
+
+// One sequence: q (1, Hq, Sq, D), k/v (1, Hkv, Sk, D), host copies.
+struct Seq {
+  std::shared_ptr<HostTensor> q, k, v;  // shared: a sequence may sit in several batches
+  int64_t sq, sk;
+};
+
+struct Shape {
+  DType dtype = DType::kBFloat16;
+  int64_t hq = 4, hkv = 2, d = 128;
+  bool causal = false;
+  int64_t window_left = -1;
+};
+
+Seq make_seq(const Shape& s, int64_t sq, int64_t sk, std::mt19937& rng) {
+  Seq x{std::make_shared<HostTensor>(s.dtype, 1, s.hq, sq, s.d), std::make_shared<HostTensor>(s.dtype, 1, s.hkv, sk, s.d),
+        std::make_shared<HostTensor>(s.dtype, 1, s.hkv, sk, s.d), sq, sk};
+  x.q->fill_random(rng);
+  x.k->fill_random(rng);
+  x.v->fill_random(rng);
+  return x;
+}
+
+void set_mask(const Shape& s, AttentionArgs& a) {
+  a.causal = s.causal;
+  a.window_left = s.window_left;
+}
+
+struct Result {
+  std::vector<double> out;  // (Hq, Sq, D) of one sequence
+  std::vector<double> lse;  // (Hq, Sq)
+};
+
+// The plain call on one sequence alone.
+Result run_plain(const Shape& s, const Seq& x) {
+  HostTensor out(s.dtype, 1, s.hq, x.sq, s.d);
+  HostTensor lse = make_lse(1, s.hq, x.sq);
+  DeviceTensor q(*x.q), k(*x.k), v(*x.v), o(out), l(lse);
+  AttentionArgs a;
+  a.q = q.view, a.k = k.view, a.v = v.view, a.out = o.view, a.lse = l.view;
+  set_mask(s, a);
+  Workspace ws;
+  ws.attach(a);
+  o.poison();
+  l.poison();
+  flashcore::Status st = flashcore::attention_forward(a);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {o.to_vector(), l.to_vector()};
+}
+
+// Rows [row0, row0 + rows) of head-major (1, H, S, D) data of a packed tensor.
+Result slice_rows(const std::vector<double>& out, const std::vector<double>& lse, int64_t heads, int64_t total,
+                  int64_t d, int64_t row0, int64_t rows) {
+  Result r;
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t c = 0; c < d; ++c) r.out.push_back(out[(h * total + row0 + i) * d + c]);
+      r.lse.push_back(lse[h * total + row0 + i]);
+    }
+  }
+  return r;
+}
+
+void expect_bitwise(const Result& got, const Result& want, const char* what, int seq) {
+  ASSERT_EQ(got.out.size(), want.out.size());
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.out.size(); ++i) bad += !(got.out[i] == want.out[i]);
+  for (size_t i = 0; i < got.lse.size(); ++i) bad += !(got.lse[i] == want.lse[i]);
+  EXPECT_EQ(bad, 0) << what << ": sequence " << seq << " differs from the plain call in " << bad << " values";
+}
+
+// num_splits: config.num_splits of the serving call (0: split-KV as dispatch
+// decides, 1: never split, so the result is comparable with the plain call).
+constexpr int kSplitDefault = 0, kNoSplit = 1;
+
+// Varlen: all sequences packed (THD); each compared to its plain call.
+std::vector<Result> run_varlen(const Shape& s, const std::vector<Seq>& seqs, int num_splits = kSplitDefault) {
+  int64_t total_q = 0, total_k = 0, max_q = 0, max_k = 0;
+  std::vector<int32_t> cu_q{0}, cu_k{0};
+  for (const Seq& x : seqs) {
+    total_q += x.sq, total_k += x.sk;
+    max_q = std::max(max_q, x.sq), max_k = std::max(max_k, x.sk);
+    cu_q.push_back(int32_t(total_q)), cu_k.push_back(int32_t(total_k));
+  }
+  HostTensor q(s.dtype, 1, s.hq, total_q, s.d, Layout::kBSHD), k(s.dtype, 1, s.hkv, total_k, s.d, Layout::kBSHD),
+      v(s.dtype, 1, s.hkv, total_k, s.d, Layout::kBSHD), out(s.dtype, 1, s.hq, total_q, s.d, Layout::kBSHD);
+  HostTensor lse = make_lse(1, s.hq, total_q);
+  for (size_t b = 0; b < seqs.size(); ++b) {
+    seqs[b].q->for_each_index([&](int64_t, int64_t h, int64_t i, int64_t c) {
+      q.set(0, h, cu_q[b] + i, c, seqs[b].q->get(0, h, i, c));
+    });
+    seqs[b].k->for_each_index([&](int64_t, int64_t h, int64_t i, int64_t c) {
+      k.set(0, h, cu_k[b] + i, c, seqs[b].k->get(0, h, i, c));
+      v.set(0, h, cu_k[b] + i, c, seqs[b].v->get(0, h, i, c));
+    });
+  }
+  DeviceTensor dq(q), dk(k), dv(v), dout(out), dlse(lse);
+  DeviceInts dcq(cu_q), dck(cu_k);
+  AttentionArgs a;
+  a.q = dq.view, a.k = dk.view, a.v = dv.view, a.out = dout.view, a.lse = dlse.view;
+  set_mask(s, a);
+  a.cu_seqlens_q = dcq.ptr, a.cu_seqlens_k = dck.ptr;
+  a.num_seqs = int64_t(seqs.size()), a.max_seqlen_q = max_q, a.max_seqlen_k = max_k;
+  a.config.num_splits = num_splits;
+  Workspace ws;
+  ws.attach(a);
+  dout.poison();
+  dlse.poison();
+  flashcore::Status st = flashcore::attention_forward(a);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<double> o = dout.to_vector(), l = dlse.to_vector();
+  std::vector<Result> r;
+  for (size_t b = 0; b < seqs.size(); ++b) r.push_back(slice_rows(o, l, s.hq, total_q, s.d, cu_q[b], seqs[b].sq));
+  return r;
+}
+
+// KV cache: q (B, Hq, Sq, D) (all sequences share Sq); each sequence's k/v
+// are its cache (the last `append` rows come in through k_new/v_new).
+// page_size 0: contiguous cache; else a pool of shuffled pages.
+std::vector<Result> run_kvcache(const Shape& s, const std::vector<Seq>& seqs, int64_t page_size, int64_t append,
+                                std::mt19937& rng, int num_splits = kSplitDefault) {
+  int64_t const B = int64_t(seqs.size()), sq = seqs[0].sq;
+  int64_t max_k = 0;
+  for (const Seq& x : seqs) max_k = std::max(max_k, x.sk);
+  int64_t const cap = page_size ? (max_k + page_size - 1) / page_size * page_size + page_size : max_k + 7;
+  int64_t const pages_per_seq = page_size ? cap / page_size : 0;
+  int64_t const num_pages = page_size ? B * pages_per_seq + 3 : 0;
+  HostTensor q(s.dtype, B, s.hq, sq, s.d, Layout::kBSHD), out(s.dtype, B, s.hq, sq, s.d, Layout::kBSHD);
+  HostTensor lse = make_lse(B, s.hq, sq);
+  int64_t const slots = page_size ? num_pages : B, rows = page_size ? page_size : cap;
+  HostTensor kc(s.dtype, slots, s.hkv, rows, s.d, Layout::kBSHD), vc(s.dtype, slots, s.hkv, rows, s.d, Layout::kBSHD);
+  kc.fill_random(rng);  // stale cache contents past each sequence: finite, never attended
+  vc.fill_random(rng);
+  HostTensor kn(s.dtype, B, s.hkv, std::max<int64_t>(append, 1), s.d), vn(s.dtype, B, s.hkv, std::max<int64_t>(append, 1), s.d);
+  std::vector<int32_t> lens(B), table;
+  std::vector<int32_t> perm(num_pages);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  if (page_size) table.assign(B * pages_per_seq, 0);
+  for (int64_t b = 0; b < B; ++b) {
+    lens[b] = int32_t(seqs[b].sk - append);
+    for (int64_t p = 0; p < pages_per_seq; ++p) table[b * pages_per_seq + p] = perm[b * pages_per_seq + p];
+    seqs[b].q->for_each_index([&](int64_t, int64_t h, int64_t i, int64_t c) { q.set(b, h, i, c, seqs[b].q->get(0, h, i, c)); });
+    seqs[b].k->for_each_index([&](int64_t, int64_t h, int64_t j, int64_t c) {
+      double kv = seqs[b].k->get(0, h, j, c), vv = seqs[b].v->get(0, h, j, c);
+      if (j >= lens[b]) {  // comes in through the append
+        kn.set(b, h, j - lens[b], c, kv);
+        vn.set(b, h, j - lens[b], c, vv);
+        return;
+      }
+      int64_t slot = b, row = j;
+      if (page_size) slot = table[b * pages_per_seq + j / page_size], row = j % page_size;
+      kc.set(slot, h, row, c, kv);
+      vc.set(slot, h, row, c, vv);
+    });
+  }
+  DeviceTensor dq(q), dk(kc), dv(vc), dout(out), dlse(lse), dkn(kn), dvn(vn);
+  DeviceInts dlens(lens), dtable(page_size ? table : std::vector<int32_t>{0});
+  AttentionArgs a;
+  a.q = dq.view, a.k = dk.view, a.v = dv.view, a.out = dout.view, a.lse = dlse.view;
+  set_mask(s, a);
+  a.cache_seqlens = dlens.ptr;
+  if (page_size) {
+    a.block_table = dtable.ptr;
+    a.block_table_stride = pages_per_seq;
+    a.max_pages_per_seq = pages_per_seq;
+  }
+  if (append) a.k_new = dkn.view, a.v_new = dvn.view;
+  a.config.num_splits = num_splits;
+  Workspace ws;
+  ws.attach(a);
+  dout.poison();
+  dlse.poison();
+  flashcore::Status st = flashcore::attention_forward(a);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<double> o = dout.to_vector(), l = dlse.to_vector();
+  std::vector<Result> r(B);
+  for (int64_t b = 0; b < B; ++b) {
+    r[b].out.assign(o.begin() + b * s.hq * sq * s.d, o.begin() + (b + 1) * s.hq * sq * s.d);
+    r[b].lse.assign(l.begin() + b * s.hq * sq, l.begin() + (b + 1) * s.hq * sq);
+  }
+  return r;
+}
+
+std::vector<Seq> make_batch(const Shape& s, const std::vector<std::pair<int64_t, int64_t>>& lens, std::mt19937& rng) {
+  std::vector<Seq> v;
+  for (auto [sq, sk] : lens) v.push_back(make_seq(s, sq, sk, rng));
+  return v;
+}
+
+TEST(Sm90Serving, VarlenMatchesPlainCallsBitwise) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed());
+  for (Shape s : {Shape{DType::kBFloat16, 4, 2, 128, false}, Shape{DType::kFloat16, 8, 8, 64, true},
+                  Shape{DType::kFloat16, 4, 1, 96, false, 100}}) {
+    std::vector<Seq> seqs = make_batch(s, {{1, 1}, {17, 300}, {129, 129}, {0, 5}, {1, 4097}, {300, 17}, {64, 1000}}, rng);
+    std::vector<Result> got = run_varlen(s, seqs, kNoSplit);
+    for (size_t b = 0; b < seqs.size(); ++b) expect_bitwise(got[b], run_plain(s, seqs[b]), "varlen", int(b));
+  }
+}
+
+TEST(Sm90Serving, KvCacheContiguousAndPagedMatchPlainCallsBitwise) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed() + 1);
+  for (int64_t page : {int64_t(0), int64_t(16), int64_t(32), int64_t(64), int64_t(128), int64_t(256)}) {
+    for (int64_t append : {int64_t(0), int64_t(1), int64_t(3)}) {
+      for (Shape s : {Shape{DType::kBFloat16, 8, 2, 128, true}, Shape{DType::kFloat16, 4, 4, 64, true},
+                      Shape{DType::kBFloat16, 4, 1, 96, false}}) {
+        int64_t const sq = append ? append : 1;
+        std::vector<Seq> seqs = make_batch(s, {{sq, 5 + append}, {sq, 700}, {sq, 129 + append}, {sq, 3000}}, rng);
+        std::vector<Result> got = run_kvcache(s, seqs, page, append, rng, kNoSplit);
+        for (size_t b = 0; b < seqs.size(); ++b) {
+          SCOPED_TRACE("page " + std::to_string(page) + " append " + std::to_string(append) + " d " + std::to_string(s.d));
+          expect_bitwise(got[b], run_plain(s, seqs[b]), page ? "paged cache" : "contiguous cache", int(b));
+        }
+      }
+    }
+  }
+}
+
+void expect_matches_float64(const Shape& s, const Seq& x, const Result& got) {
+  NaiveParams p;
+  p.heads_q = s.hq, p.heads_kv = s.hkv, p.seqlen_q = x.sq, p.seqlen_k = x.sk, p.head_dim = s.d;
+  p.scale = 1.0 / std::sqrt(double(s.d));
+  p.causal = s.causal;
+  p.window_left = s.window_left;
+  NaiveResult ref = naive_attention(x.q->to_vector(), x.k->to_vector(), x.v->to_vector(), p);
+  EXPECT_LT(rel_frobenius(got.out, ref.out), tolerance(s.dtype)) << "sq " << x.sq << " sk " << x.sk << " d " << s.d;
+  EXPECT_LT(lse_max_rel_err(got.lse, ref.lse), 1e-3) << "sq " << x.sq << " sk " << x.sk << " d " << s.d;
+}
+
+// Split-KV decode and short prefill chunks (<= 64 rows after GQA packing)
+// against float64 directly: varlen alone, and in a contiguous KV cache.
+TEST(Sm90Serving, SplitKvMatchesFloat64) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed() + 2);
+  for (Shape s : {Shape{DType::kBFloat16, 32, 8, 128, true}, Shape{DType::kFloat16, 16, 16, 64, false},
+                  Shape{DType::kBFloat16, 4, 4, 96, true}, Shape{DType::kFloat16, 8, 8, 64, true, 500}}) {
+    for (auto [sq, sk] : {std::pair<int64_t, int64_t>{1, 4096}, {1, 777}, {3, 2000}, {60, 3001}}) {
+      Seq x = make_seq(s, sq, sk, rng);
+      expect_matches_float64(s, x, run_varlen(s, {x})[0]);
+      expect_matches_float64(s, x, run_kvcache(s, {x}, 0, 0, rng)[0]);
+    }
+  }
+}
+
+// Each sequence alone vs inside 20 random batches of mixed lengths: bit-identical.
+TEST(Sm90Serving, BatchInvariantVarlenAndPagedDecode) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed() + 3);
+  Shape s{DType::kBFloat16, 32, 8, 128, true};
+  std::vector<Seq> pool;
+  for (int i = 0; i < 8; ++i) {
+    int64_t sk = std::uniform_int_distribution<int64_t>(1, 3000)(rng);
+    int64_t sq = i % 3 == 0 ? std::uniform_int_distribution<int64_t>(1, std::min<int64_t>(sk, 200))(rng) : 1;
+    pool.push_back(make_seq(s, sq, sk, rng));
+  }
+  std::vector<Result> alone;
+  for (const Seq& x : pool) {
+    alone.push_back(run_varlen(s, {x})[0]);
+  }
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<int> idx(pool.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::shuffle(idx.begin(), idx.end(), rng);
+    idx.resize(1 + rng() % pool.size());
+    std::vector<Seq> batch;
+    for (int i : idx) batch.push_back(pool[i]);
+    std::vector<Result> got = run_varlen(s, batch);
+    for (size_t j = 0; j < idx.size(); ++j) expect_bitwise(got[j], alone[idx[j]], "varlen batch", idx[j]);
+  }
+  // Paged decode (one query token each): alone vs random batches.
+  std::vector<int> decode;
+  for (size_t i = 0; i < pool.size(); ++i) if (pool[i].sq == 1) decode.push_back(int(i));
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<int> idx = decode;
+    std::shuffle(idx.begin(), idx.end(), rng);
+    idx.resize(1 + rng() % decode.size());
+    std::vector<Seq> batch;
+    for (int i : idx) batch.push_back(pool[i]);
+    std::vector<Result> got = run_kvcache(s, batch, 64, 0, rng);
+    for (size_t j = 0; j < idx.size(); ++j) expect_bitwise(got[j], alone[idx[j]], "paged decode batch", idx[j]);
+  }
+}
+
+// Head dim 256 has no serving kernels yet: a clear error, nothing written.
+TEST(Sm90Serving, PagedAndVarlenHeadDim256AreRefused) {
+  SKIP_WITHOUT_GPU();
+  Shape s{DType::kBFloat16, 4, 4, 256, false};
+  HostTensor q(s.dtype, 1, s.hq, 4, s.d, Layout::kBSHD), k(s.dtype, 1, s.hkv, 4, s.d, Layout::kBSHD);
+  HostTensor out(s.dtype, 1, s.hq, 4, s.d, Layout::kBSHD);
+  DeviceTensor dq(q), dk(k), dv(k), dout(out);
+  DeviceInts cu({0, 4});
+  AttentionArgs a;
+  a.q = dq.view, a.k = dk.view, a.v = dv.view, a.out = dout.view;
+  a.cu_seqlens_q = cu.ptr, a.cu_seqlens_k = cu.ptr, a.num_seqs = 1, a.max_seqlen_q = 4, a.max_seqlen_k = 4;
+  flashcore::Status st = flashcore::attention_forward(a);
+  EXPECT_EQ(st.code(), flashcore::StatusCode::kNotSupported) << st.message();
+  EXPECT_NE(st.message().find("head_dim 256"), std::string::npos) << st.message();
+}
+
+// Small serving shapes for compute-sanitizer (scripts/gpu-check runs
+// memcheck, racecheck and synccheck on *SanitizerSubset*): varlen tails,
+// paged pages of 16 with append, split-KV decode.
+TEST(Sm90Serving, SanitizerSubset) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed() + 4);
+  Shape s{DType::kBFloat16, 4, 2, 64, true};
+  std::vector<Seq> seqs = make_batch(s, {{1, 600}, {17, 33}, {0, 3}, {70, 70}}, rng);
+  std::vector<Result> got = run_varlen(s, seqs, kNoSplit);
+  for (size_t b = 0; b < seqs.size(); ++b) expect_bitwise(got[b], run_plain(s, seqs[b]), "varlen", int(b));
+  std::vector<Seq> dec = make_batch(s, {{2, 40}, {2, 530}}, rng);
+  std::vector<Result> paged = run_kvcache(s, dec, 16, 2, rng);  // the second one splits
+  for (size_t b = 0; b < dec.size(); ++b) expect_matches_float64(s, dec[b], paged[b]);
+}
+
+}  // namespace
+}  // namespace fctest
