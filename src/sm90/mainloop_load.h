@@ -99,40 +99,39 @@ struct MainloopLoad {
         } else if constexpr (Traits::kPagedKV) {
           // Chunk i of the block comes from the page holding its keys. Chunks
           // past the sequence (or past its block-table row) read page
-          // num_pages: out of the pool, so TMA writes zeros there.
+          // num_pages: out of the pool, so TMA writes zeros there. K and V
+          // chunks are issued together, and the block-table entry is looked
+          // up once per page, not per chunk: the lookups are dependent
+          // global loads on the producer's critical path (16 per 128-key
+          // block before, half the block's memory time at page size 64).
           int const stage = write_state.index();
           int64_t const table_row = int64_t(t.batch) * params.block_table_stride;
-          auto page_of = [&](int i, int& row) {
+          pipeline_k.producer_acquire(write_state);
+          pipeline_v.producer_acquire(write_state);
+          int cached_logical = -1, cached_page = params.num_pages;
+          CUTLASS_PRAGMA_NO_UNROLL
+          for (int i = 0; i < kChunks; ++i) {
             int const key = n * Traits::kBlockN + i * kChunk;
             int const logical = key / params.page_size;
-            row = key - logical * params.page_size;
-            return key < si.seqlen_k && logical < params.max_pages_per_seq
-                       ? load_index(params.block_table + table_row + logical)
-                       : params.num_pages;
-          };
-          pipeline_k.producer_acquire(write_state);
-          CUTLASS_PRAGMA_NO_UNROLL
-          for (int i = 0; i < kChunks; ++i) {
-            int row;
-            int const page = page_of(i, row);
-            Tensor g = local_tile(mKp(_, _, head_kv, page), Shape<Int<kChunk>, Int<Traits::kHeadDim>>{},
-                                  make_coord(row / kChunk, _0{}));
-            Tensor s = make_tensor(make_smem_ptr(storage.smem_k.data() + Traits::k_chunk_offset(i, stage)),
-                                   typename Traits::SmemLayoutKChunk{});
-            copy(params.tma_k_chunk.with(*pipeline_k.producer_get_barrier(write_state), 0), tma_kc.partition_S(g),
-                 tma_kc.partition_D(s));
-          }
-          pipeline_v.producer_acquire(write_state);
-          CUTLASS_PRAGMA_NO_UNROLL
-          for (int i = 0; i < kChunks; ++i) {
-            int row;
-            int const page = page_of(i, row);
-            Tensor g = local_tile(mVp(_, _, head_kv, page), Shape<Int<Traits::kHeadDim>, Int<kChunk>>{},
-                                  make_coord(_0{}, row / kChunk));
-            Tensor s = make_tensor(make_smem_ptr(storage.smem_v.data() + Traits::v_chunk_offset(i, stage)),
-                                   typename Traits::SmemLayoutVtChunk{});
-            copy(params.tma_v_chunk.with(*pipeline_v.producer_get_barrier(write_state), 0), tma_vc.partition_S(g),
-                 tma_vc.partition_D(s));
+            int const row = key - logical * params.page_size;
+            if (logical != cached_logical) {
+              cached_logical = logical;
+              cached_page = logical < params.max_pages_per_seq ? load_index(params.block_table + table_row + logical)
+                                                               : params.num_pages;
+            }
+            int const page = key < si.seqlen_k ? cached_page : params.num_pages;
+            Tensor gk = local_tile(mKp(_, _, head_kv, page), Shape<Int<kChunk>, Int<Traits::kHeadDim>>{},
+                                   make_coord(row / kChunk, _0{}));
+            Tensor sk = make_tensor(make_smem_ptr(storage.smem_k.data() + Traits::k_chunk_offset(i, stage)),
+                                    typename Traits::SmemLayoutKChunk{});
+            copy(params.tma_k_chunk.with(*pipeline_k.producer_get_barrier(write_state), 0), tma_kc.partition_S(gk),
+                 tma_kc.partition_D(sk));
+            Tensor gv = local_tile(mVp(_, _, head_kv, page), Shape<Int<Traits::kHeadDim>, Int<kChunk>>{},
+                                   make_coord(_0{}, row / kChunk));
+            Tensor sv = make_tensor(make_smem_ptr(storage.smem_v.data() + Traits::v_chunk_offset(i, stage)),
+                                    typename Traits::SmemLayoutVtChunk{});
+            copy(params.tma_v_chunk.with(*pipeline_v.producer_get_barrier(write_state), 0), tma_vc.partition_S(gv),
+                 tma_vc.partition_D(sv));
           }
         }
         ++write_state;
