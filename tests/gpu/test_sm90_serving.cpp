@@ -82,6 +82,21 @@ struct Result {
   std::vector<double> lse;  // (Hq, Sq)
 };
 
+// One call (plain or serving): workspace, poisoned outputs, the call, the results.
+void run_call(AttentionArgs& a, int num_splits, DeviceTensor& dout, DeviceTensor& dlse, std::vector<double>& o,
+              std::vector<double>& l) {
+  a.config.num_splits = num_splits;
+  Workspace ws;
+  ws.attach(a);
+  dout.poison();
+  dlse.poison();
+  flashcore::Status st = flashcore::attention_forward(a);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  o = dout.to_vector();
+  l = dlse.to_vector();
+}
+
 // The plain call on one sequence alone.
 Result run_plain(const Shape& s, const Seq& x) {
   HostTensor out(s.dtype, 1, s.hq, x.sq, s.d);
@@ -90,14 +105,9 @@ Result run_plain(const Shape& s, const Seq& x) {
   AttentionArgs a;
   a.q = q.view, a.k = k.view, a.v = v.view, a.out = o.view, a.lse = l.view;
   set_mask(s, a);
-  Workspace ws;
-  ws.attach(a);
-  o.poison();
-  l.poison();
-  flashcore::Status st = flashcore::attention_forward(a);
-  EXPECT_TRUE(st.ok()) << st.message();
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  return {o.to_vector(), l.to_vector()};
+  Result r;
+  run_call(a, 0, o, l, r.out, r.lse);
+  return r;
 }
 
 // Rows [row0, row0 + rows) of head-major (1, H, S, D) data of a packed tensor.
@@ -153,15 +163,8 @@ std::vector<Result> run_varlen(const Shape& s, const std::vector<Seq>& seqs, int
   set_mask(s, a);
   a.cu_seqlens_q = dcq.ptr, a.cu_seqlens_k = dck.ptr;
   a.num_seqs = int64_t(seqs.size()), a.max_seqlen_q = max_q, a.max_seqlen_k = max_k;
-  a.config.num_splits = num_splits;
-  Workspace ws;
-  ws.attach(a);
-  dout.poison();
-  dlse.poison();
-  flashcore::Status st = flashcore::attention_forward(a);
-  EXPECT_TRUE(st.ok()) << st.message();
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<double> o = dout.to_vector(), l = dlse.to_vector();
+  std::vector<double> o, l;
+  run_call(a, num_splits, dout, dlse, o, l);
   std::vector<Result> r;
   for (size_t b = 0; b < seqs.size(); ++b) r.push_back(slice_rows(o, l, s.hq, total_q, s.d, cu_q[b], seqs[b].sq));
   return r;
@@ -219,15 +222,8 @@ std::vector<Result> run_kvcache(const Shape& s, const std::vector<Seq>& seqs, in
     a.max_pages_per_seq = pages_per_seq;
   }
   if (append) a.k_new = dkn.view, a.v_new = dvn.view;
-  a.config.num_splits = num_splits;
-  Workspace ws;
-  ws.attach(a);
-  dout.poison();
-  dlse.poison();
-  flashcore::Status st = flashcore::attention_forward(a);
-  EXPECT_TRUE(st.ok()) << st.message();
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<double> o = dout.to_vector(), l = dlse.to_vector();
+  std::vector<double> o, l;
+  run_call(a, num_splits, dout, dlse, o, l);
   std::vector<Result> r(B);
   for (int64_t b = 0; b < B; ++b) {
     r[b].out.assign(o.begin() + b * s.hq * sq * s.d, o.begin() + (b + 1) * s.hq * sq * s.d);
