@@ -80,7 +80,7 @@ struct Epilogue {
 
     Tensor rO = make_tensor<Element>(tOrO.layout());
     convert_into(tOrO, rO);
-    if (Traits::kVarlen && params.o_direct) {
+    if (Traits::kServing && params.o_direct) {
       Tensor ro_rc = make_tensor(rO.data(), acc_layout_rowcol(rO.layout()));
       Element* o = params.o_ptr + int64_t(si.q_offset) * params.o_stride_s + int64_t(t.head) * params.o_stride_h;
       CUTLASS_PRAGMA_UNROLL

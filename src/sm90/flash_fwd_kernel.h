@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_o.get_tma_descriptor());
-    if (Traits::kPagedKV && params.block_table != nullptr) {
+    if (Traits::kServing && params.block_table != nullptr) {
       cute::prefetch_tma_descriptor(params.tma_k_chunk.get_tma_descriptor());
       cute::prefetch_tma_descriptor(params.tma_v_chunk.get_tma_descriptor());
     }
@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
       TileCoord t = scheduler.decode(tile);
       SeqInfo const si = seq_info<Traits::kServing>(params.seq, t.batch);
-      TileWork const w = tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kSplitKV>(params.seq, si, t.unit);
+      TileWork const w = tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing>(params.seq, si, t.unit);
       if (!w.active) continue;  // the producer skips the same tiles
       BlockMask<Traits::kBlockM, Traits::kBlockN> mask{si.seqlen_q, si.seqlen_k, params.seq.window_left,
                                                        params.seq.window_right};

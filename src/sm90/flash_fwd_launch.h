@@ -70,11 +70,8 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
                     select<1, 2>(typename Traits::TileShapePV{}), _1{}),
       make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutO{},
                     select<0, 1>(typename Traits::TileShapePV{}), _1{}),
-      // Paged caches: the pool seen as pages. Otherwise the same K/V (unused).
-      make_tma_copy(SM90_TMA_LOAD{}, mK, typename Traits::SmemLayoutKChunk{},
-                    Shape<Int<Traits::kChunk>, Int<Traits::kHeadDim>>{}, _1{}),
-      make_tma_copy(SM90_TMA_LOAD{}, mVt, typename Traits::SmemLayoutVtChunk{},
-                    Shape<Int<Traits::kHeadDim>, Int<Traits::kChunk>>{}, _1{}),
+      // The paged-cache chunk descriptors stay empty (never read) unless the
+      // call is paged: encoding them costs host time on every call.
   };
   params.batch = int32_t(p.batch);
   params.heads_q = int32_t(heads);
@@ -96,7 +93,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   row_strides(args.out, p, st);
   params.o_stride_b = st[0], params.o_stride_h = st[1], params.o_stride_s = st[2];
 
-  if (p.paged && !no_keys) {
+  if (Traits::kServing && p.paged && !no_keys) {
     auto mKp = qkv_tensor(args.k, p.page_size);
     auto mVp = vt_tensor(args.v, p.page_size);
     params.tma_k_chunk = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename Traits::SmemLayoutKChunk{},

@@ -109,11 +109,8 @@ struct KernelTraits {
   // kChunk). A chunk's shared-memory layout is that of rows [16i, 16i+16)
   // of the full block: whole swizzle atoms, so it starts on a 1 KiB boundary.
   static constexpr int kChunk = 16;
-  // The serving paths, compiled into the serving variant only (dispatch
-  // refuses serving calls at head dim 256 with a message).
-  static constexpr bool kPagedKV = kServing;
-  static constexpr bool kVarlen = kServing;
-  static constexpr bool kSplitKV = kServing;
+  // The paged, varlen and split-KV paths are compiled into the serving
+  // variant only (kServing; dispatch refuses serving calls at head dim 256).
   static_assert(kBlockN % kChunk == 0);
   using SmemLayoutKChunk = decltype(composition(
       take<0, 2>(SmemLayoutK{}), Layout<Shape<Int<kChunk>, Int<kHeadDim>>, Stride<_1, Int<kBlockN>>>{}));

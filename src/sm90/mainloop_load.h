@@ -33,9 +33,9 @@ struct MainloopLoad {
     Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
     Tensor sVt = make_tensor(make_smem_ptr(storage.smem_v.data()), typename Traits::SmemLayoutVt{});
     SeqParams const& seq = params.seq;
-    bool const varlen_q = Traits::kVarlen && seq.cu_seqlens_q != nullptr;
-    bool const varlen_k = Traits::kVarlen && seq.cu_seqlens_k != nullptr;
-    bool const paged = Traits::kPagedKV && params.block_table != nullptr;
+    bool const varlen_q = Traits::kServing && seq.cu_seqlens_q != nullptr;
+    bool const varlen_k = Traits::kServing && seq.cu_seqlens_k != nullptr;
+    bool const paged = Traits::kServing && params.block_table != nullptr;
 
     Tensor mQ = params.tma_q.get_tma_tensor(make_shape(varlen_q ? seq.total_q : seq.seqlen_q, params.head_dim,
                                                        params.heads_q, varlen_q ? 1 : params.batch));
@@ -66,7 +66,7 @@ struct MainloopLoad {
     for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
       TileCoord t = scheduler.decode(tile);
       SeqInfo const si = seq_info<Traits::kServing>(seq, t.batch);
-      TileWork const w = tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kSplitKV>(seq, si, t.unit);
+      TileWork const w = tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing>(seq, si, t.unit);
       if (!w.active) continue;
       int head_kv = t.head / params.group;
       Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, t.head, varlen_q ? 0 : t.batch)),
@@ -89,14 +89,14 @@ struct MainloopLoad {
 
       CUTLASS_PRAGMA_NO_UNROLL
       for (int n = w.n_end - 1; n >= w.n_begin; --n) {
-        if (!Traits::kPagedKV || !paged) {
+        if (!paged) {
           pipeline_k.producer_acquire(write_state);
           copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0),
                tKgK(_, _, _, n), tKsK(_, _, _, write_state.index()));
           pipeline_v.producer_acquire(write_state);
           copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0),
                tVgV(_, _, _, n), tVsV(_, _, _, write_state.index()));
-        } else if constexpr (Traits::kPagedKV) {
+        } else if constexpr (Traits::kServing) {
           // Chunk i of the block comes from the page holding its keys. Chunks
           // past the sequence (or past its block-table row) read page
           // num_pages: out of the pool, so TMA writes zeros there. K and V

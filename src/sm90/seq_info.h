@@ -113,12 +113,12 @@ CUTE_DEVICE int num_splits_of(SeqParams const& p, SeqInfo const& s) {
   return hi < 0 ? 1 : int((hi + p.split_keys) / p.split_keys);
 }
 
-template <int kBlockM, int kBlockN, bool kSplitKV = true>
+template <int kBlockM, int kBlockN, bool kServing = true>
 CUTE_DEVICE TileWork tile_work(SeqParams const& p, SeqInfo const& s, int u) {
   TileWork w;
   int const rows = s.seqlen_q;
   BlockMask<kBlockM, kBlockN> mask{rows, s.seqlen_k, p.window_left, p.window_right};
-  if (kSplitKV && splits(p, s)) {
+  if (kServing && splits(p, s)) {
     if (rows == 0) return w;
     int n_min, n_max;
     mask.n_block_range(0, n_min, n_max);

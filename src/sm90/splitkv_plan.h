@@ -33,7 +33,7 @@ inline SplitPlan plan_split(const Problem& p) {
   int64_t const rows = packed ? p.group() : p.seqlen_q;
   // Varlen batches may hold short sequences whatever their longest is.
   bool const may_split = p.varlen_q || rows <= kSplitMaxRows;
-  // Head dim 256 has no serving kernel (kernel_traits.h: kSplitKV).
+  // Head dim 256 has no serving kernel (kernel_traits.h: kServing).
   // Only serving calls split (plain calls run the kernels without split-KV).
   if (!p.has_per_seq_lengths() || !may_split || p.config.num_splits == 1 || p.seqlen_k == 0 ||
       p.head_dim > 128) {

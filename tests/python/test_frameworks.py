@@ -111,14 +111,7 @@ def test_torch_cuda_deterministic():
 
 # ------------------------------------------------------------------ CuPy
 def test_cupy_cuda():
-    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() == 0:
-            pytest.skip("no CUDA device visible to CuPy")
-    except cupy.cuda.runtime.CUDARuntimeError:
-        pytest.skip("no CUDA device visible to CuPy")
-    if not flashcore.built_with_cuda():
-        pytest.skip("flashcore was built without the CUDA backend")
+    cupy = _cupy_cuda()
     rng = np.random.default_rng(0)
     qn, kn, vn = (rng.standard_normal((1, 4, 130, 64)).astype(np.float16) for _ in range(3))
     q, k, v = (cupy.asarray(x) for x in (qn, kn, vn))
