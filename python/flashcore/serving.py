@@ -35,6 +35,7 @@ from . import (
     _C,
     _allocate,
     _array_library,
+    _block,
     _check_array,
     _non_negative_int,
     _numpy_native,
@@ -108,7 +109,7 @@ def _on_host(lib: str, q) -> bool:
 
 
 def _run(lib, q, k, v, out, lse, *, layout, k_new=None, v_new=None, metadata, causal, scale,
-         window, check, stream):
+         window, check, stream, block_m=None, block_n=None, num_splits=None):
     window_left, window_right = _parse_window(window)
     if check is None:
         check_metadata = not _is_capturing(lib, q)
@@ -140,6 +141,9 @@ def _run(lib, q, k, v, out, lse, *, layout, k_new=None, v_new=None, metadata, ca
         window_left=window_left,
         window_right=window_right,
         uint16_is_bf16=as_bf16,
+        block_m=_block("block_m", block_m),
+        block_n=_block("block_n", block_n),
+        num_splits=_block("num_splits", num_splits),
         stream=stream_value,
         check_metadata=check_metadata,
         alloc_workspace=_workspace_allocator(lib, q),
@@ -164,6 +168,9 @@ def attention_varlen(
     out=None,
     check: bool | None = None,
     stream: int | None = None,
+    block_m: int | None = None,
+    block_n: int | None = None,
+    num_splits: int | None = None,
 ):
     """Attention over a batch of variable-length sequences packed row after row.
 
@@ -184,6 +191,11 @@ def attention_varlen(
       check: check the metadata contents first (see the module docstring);
         None: yes, except during CUDA-graph capture.
       stream: cudaStream_t as an int; default: the current PyTorch/CuPy stream.
+      block_m, block_n: tile overrides for the CUDA backend (None: dispatch
+        chooses). num_splits: None lets each sequence split its keys into
+        fixed-size chunks (batch invariant); 1 turns split-KV off; n > 1 cuts
+        the longest sequence into n chunks (the chunk size then depends on
+        the batch's longest sequence: not batch invariant).
 
     Returns:
       out, or (out, lse) when return_lse.
@@ -210,7 +222,8 @@ def attention_varlen(
         out = _allocate(lib, q, tuple(q.shape[:2]) + (v.shape[2],), dtype_like=True)
     lse = _allocate(lib, q, (q.shape[1], q.shape[0]), dtype_like=False) if return_lse else None
     _run(lib, q, k, v, out, lse, layout="thd", metadata=metadata, causal=causal, scale=scale,
-         window=window, check=check, stream=stream)
+         window=window, check=check, stream=stream, block_m=block_m, block_n=block_n,
+         num_splits=num_splits)
     return (out, lse) if return_lse else out
 
 
@@ -231,6 +244,9 @@ def attention_with_kvcache(
     layout: str = "bshd",
     check: bool | None = None,
     stream: int | None = None,
+    block_m: int | None = None,
+    block_n: int | None = None,
+    num_splits: int | None = None,
 ):
     """Attention of new query tokens against a KV cache (decode, or prefill
     over a cached prefix), with an optional append of new keys and values.
@@ -258,6 +274,11 @@ def attention_with_kvcache(
       check: check the metadata contents first (see the module docstring);
         None: yes, except during CUDA-graph capture.
       stream: cudaStream_t as an int; default: the current PyTorch/CuPy stream.
+      block_m, block_n: tile overrides for the CUDA backend (None: dispatch
+        chooses). num_splits: None lets each sequence split its keys into
+        fixed-size chunks (batch invariant); 1 turns split-KV off; n > 1 cuts
+        the longest sequence into n chunks (the chunk size then depends on
+        the batch's longest sequence: not batch invariant).
 
     Returns:
       out, or (out, lse) when return_lse.
@@ -295,5 +316,6 @@ def attention_with_kvcache(
         out = _allocate(lib, q, tuple(q.shape[:3]) + (v_cache.shape[3],), dtype_like=True)
     lse = _allocate(lib, q, (batch, heads_q, seqlen_q), dtype_like=False) if return_lse else None
     _run(lib, q, k_cache, v_cache, out, lse, layout=layout, k_new=k_new, v_new=v_new,
-         metadata=metadata, causal=causal, scale=scale, window=window, check=check, stream=stream)
+         metadata=metadata, causal=causal, scale=scale, window=window, check=check, stream=stream,
+         block_m=block_m, block_n=block_n, num_splits=num_splits)
     return (out, lse) if return_lse else out

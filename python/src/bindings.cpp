@@ -263,11 +263,14 @@ void attention_serving(const InArray& q, const InArray& k, const InArray& v, con
                        int64_t max_seqlen_q, int64_t max_seqlen_k, std::optional<InArray> cache_seqlens,
                        std::optional<InArray> block_table, std::optional<InArray> k_new,
                        std::optional<InArray> v_new, float softmax_scale, bool causal, int64_t window_left,
-                       int64_t window_right, bool uint16_is_bf16, uintptr_t stream, bool check_metadata,
-                       const nb::object& alloc_workspace) {
+                       int64_t window_right, bool uint16_is_bf16, int block_m, int block_n, int num_splits,
+                       uintptr_t stream, bool check_metadata, const nb::object& alloc_workspace) {
   const Layout lay = parse_layout(layout);
   flashcore::AttentionArgs args =
       common_args(q, k, v, out, lse, lay, uint16_is_bf16, softmax_scale, causal, window_left, window_right);
+  args.config.block_m = block_m;
+  args.config.block_n = block_n;
+  args.config.num_splits = num_splits;
   if (k_new) args.k_new = make_view("k_new", *k_new, lay, uint16_is_bf16);
   if (v_new) args.v_new = make_view("v_new", *v_new, lay, uint16_is_bf16);
   int64_t n = 0;
@@ -331,7 +334,8 @@ NB_MODULE(_C, m) {
         nb::arg("cache_seqlens").none() = nb::none(), nb::arg("block_table").none() = nb::none(),
         nb::arg("k_new").none() = nb::none(), nb::arg("v_new").none() = nb::none(),
         nb::arg("softmax_scale") = 0.0f, nb::arg("causal") = false, nb::arg("window_left") = -1,
-        nb::arg("window_right") = -1, nb::arg("uint16_is_bf16") = false, nb::arg("stream") = 0,
+        nb::arg("window_right") = -1, nb::arg("uint16_is_bf16") = false, nb::arg("block_m") = 0,
+        nb::arg("block_n") = 0, nb::arg("num_splits") = 0, nb::arg("stream") = 0,
         nb::arg("check_metadata") = false, nb::arg("alloc_workspace").none() = nb::none(),
         "Low-level serving call of flashcore::attention_forward on DLPack arrays.\n\n"
         "layout: 'thd' (variable length: q/out (total_q, Hq, D), k/v (total_k, Hkv, D),\n"

@@ -58,9 +58,24 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   cutlass::arch::fence_barrier_init();
   __syncthreads();
 
+  // Programmatic dependent launch (flash_fwd_launch.h): this grid may start
+  // while the previous kernel in the stream still runs. Everything above
+  // touches only shared memory and the kernel parameters; the wait below
+  // holds every thread until that kernel has finished and its writes are
+  // visible, before the first global read or write. The next kernel (the
+  // split-KV combine, or the next attention call) may then be scheduled as
+  // SMs free up (launch_attrs.h: when), and waits the same way.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (params.trigger_dependents_early) asm volatile("griddepcontrol.launch_dependents;");
+#endif
+
   if (warp_group == 0) {
     if constexpr (Traits::kRegSplit) cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
-    if (is_producer_thread) MainloopLoad<Traits>::run(params, storage, pipeline_k, pipeline_v);
+    // Serving kernels load with the whole producer warp (mainloop_load.h).
+    if (Traits::kServing ? threadIdx.x < 32 : is_producer_thread) {
+      MainloopLoad<Traits>::run(params, storage, pipeline_k, pipeline_v);
+    }
   } else {
     if constexpr (Traits::kRegSplit) cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     int const mma_thread = threadIdx.x - cutlass::NumThreadsPerWarpGroup;

@@ -15,6 +15,7 @@
 #include "sm90/flash_fwd_kernel.h"
 #include "sm90/gqa_pack.h"
 #include "sm90/kernel_traits.h"
+#include "sm90/launch_attrs.h"
 #include "sm90/splitkv_plan.h"
 
 namespace flashcore::sm90 {
@@ -144,8 +145,11 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   // Per-sequence lengths (serving) and split chunks break the pairing's premise.
   params.paired_tiles = !packed && !p.has_per_seq_lengths() && plan.split.split_keys == 0 &&
                         p.window_right < p.seqlen_k && tiles >= 2 * int64_t(sms);
-  kernel<<<grid, Traits::kNumThreads, smem, stream>>>(params);
-  cudaError_t err = cudaGetLastError();
+  // A programmatic dependent of the previous kernel in the stream
+  // (launch_attrs.h): its launch and prologue overlap that kernel's tail.
+  params.trigger_dependents_early = pdl_trigger_early();
+  PdlLaunch launch(dim3(unsigned(grid)), dim3(Traits::kNumThreads), size_t(smem), stream);
+  cudaError_t err = cudaLaunchKernelEx(&launch.config, kernel, params);
   if (err != cudaSuccess) {
     return Status(StatusCode::kCudaError, std::string("kernel launch failed: ") + cudaGetErrorString(err));
   }

@@ -43,7 +43,7 @@ struct KernelParams {
 
   // Split-KV partial results (workspace): slot ((batch * heads + head) *
   // max_splits + split) holds partial_rows rows of head_dim floats (O
-  // normalized by its own row sum) and partial_rows log2-domain LSEs.
+  // normalized by its own row sum) and partial_rows natural-log LSEs.
   float* partial_o = nullptr;
   float* partial_lse = nullptr;
   int32_t partial_rows = 0;
@@ -51,6 +51,7 @@ struct KernelParams {
   int32_t num_units = 0;  // tile units per (head, batch): max(query blocks, split chunks)
   int32_t num_tiles = 0;
   bool paired_tiles = false;  // causal-like masks: tiles dealt in cost-balanced pairs
+  bool trigger_dependents_early = false;  // PDL: let the next kernel launch at once (launch_attrs.h)
 };
 
 }  // namespace flashcore::sm90

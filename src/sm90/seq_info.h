@@ -12,16 +12,18 @@
 // wrong but never makes a kernel read or write out of bounds.
 //
 // Split-KV (decode-like sequences): a sequence whose query rows fit in 64
-// rows has its key blocks cut into chunks of split_blocks blocks at fixed
-// key positions; chunk s is computed by its own tile and the combine kernel
-// merges the chunks in order. Whether a sequence splits and where depends
-// only on its own lengths and the head dim: never on the batch it is in.
+// rows has its key blocks cut into chunks at key positions fixed by its own
+// length (split_keys_for); chunk s is computed by its own tile and the
+// combine kernel merges the chunks in order. Whether a sequence splits and
+// where depends only on its own lengths, the head count and the head dim:
+// never on the batch it is in.
 #pragma once
 
 #include <cute/config.hpp>
 #include <cstdint>
 
 #include "sm90/mask.h"
+#include "sm90/split_policy.h"
 
 namespace flashcore::sm90 {
 
@@ -50,8 +52,12 @@ struct SeqParams {
   int32_t total_q = 0, total_k = 0;  // packed tokens (varlen)
 
   int32_t num_m_blocks = 0;  // query blocks of the longest sequence
-  int32_t split_keys = 0;    // keys per split chunk (a multiple of block_n); 0: no split-KV
-  int32_t max_splits = 1;    // chunks of the longest sequence (grid size)
+  // Split-KV (split_policy.h): split_keys = 0: off. split_max_chunks = 0:
+  // chunks of exactly split_keys keys (the num_splits override); otherwise
+  // chunks sized by each sequence's own length, multiples of split_keys.
+  int32_t split_keys = 0;        // a multiple of block_n
+  int32_t split_max_chunks = 0;
+  int32_t max_splits = 1;        // chunks of the longest sequence (grid size)
 };
 
 struct SeqInfo {
@@ -107,10 +113,13 @@ CUTE_DEVICE bool splits(SeqParams const& p, SeqInfo const& s) {
 // Chunks of a split sequence: those up to the one holding its last allowed
 // key (at least 1). Written in keys, not blocks, so the combine kernel (which
 // knows no block_n) gets the same count.
+CUTE_DEVICE int32_t split_keys_of(SeqParams const& p, SeqInfo const& s) {
+  return split_keys_for<int32_t>(p.split_keys, p.split_max_chunks, s.seqlen_k);
+}
 CUTE_DEVICE int num_splits_of(SeqParams const& p, SeqInfo const& s) {
   int64_t hi = min(int64_t(s.seqlen_q) - 1 + (s.seqlen_k - s.seqlen_q) + p.window_right,
-                   int64_t(s.seqlen_k) - 1);  // last allowed key of the last row
-  return hi < 0 ? 1 : int((hi + p.split_keys) / p.split_keys);
+                   int64_t(s.seqlen_k) - 1);  // last allowed key of the last row (< 2^30)
+  return hi < 0 ? 1 : split_chunks_for<int32_t>(p.split_keys, p.split_max_chunks, s.seqlen_k, int32_t(hi));
 }
 
 template <int kBlockM, int kBlockN, bool kServing = true>
@@ -124,7 +133,7 @@ CUTE_DEVICE TileWork tile_work(SeqParams const& p, SeqInfo const& s, int u) {
     mask.n_block_range(0, n_min, n_max);
     w.num_splits = num_splits_of(p, s);
     if (u >= w.num_splits) return w;
-    int const split_blocks = p.split_keys / kBlockN;
+    int const split_blocks = split_keys_of(p, s) / kBlockN;
     w.active = true;
     w.split = u;
     w.n_begin = max(n_min, u * split_blocks);

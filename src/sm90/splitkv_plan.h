@@ -1,8 +1,8 @@
 // Host side of split-KV: which calls split, into how many chunks, and how
-// much workspace the partial results need. The chunk size (kSplitKeys) is a
-// constant, so whether and where a sequence splits depends only on its own
-// lengths (seq_info.h decides per sequence on the device); the host only
-// sizes the grid and the workspace for the longest sequence.
+// much workspace the partial results need. Whether and where a sequence
+// splits depends only on its own lengths (seq_info.h decides per sequence on
+// the device, split_keys_for); the host only sizes the grid and the
+// workspace for the most chunks any sequence of the batch can have.
 #pragma once
 
 #include <cstdint>
@@ -10,17 +10,13 @@
 #include "common/problem.h"
 #include "sm90/gqa_pack.h"
 #include "sm90/seq_info.h"
+#include "sm90/split_policy.h"
 
 namespace flashcore::sm90 {
 
-// Keys per split chunk: 2 blocks of 128 keys (4 of 64 for head dim 256).
-// Small enough that a single decode sequence of 4k keys spreads over 16
-// CTAs per KV head; large enough that the partial results stay a few
-// percent of the K/V traffic.
-constexpr int64_t kSplitKeys = 256;
-
 struct SplitPlan {
-  int32_t split_keys = 0;    // 0: no split-KV
+  int32_t split_keys = 0;    // 0: no split-KV (seq_info.h: SeqParams)
+  int32_t split_max_chunks = 0;
   int32_t max_splits = 1;
   int32_t partial_rows = 0;  // rows per (batch, head, chunk) slot
   int64_t heads = 0;         // heads as the kernel sees them (KV heads when GQA-packed)
@@ -39,16 +35,21 @@ inline SplitPlan plan_split(const Problem& p) {
       p.head_dim > 128) {
     return plan;
   }
-  int64_t split_keys = kSplitKeys;
-  if (p.config.num_splits > 1) {  // override: this many chunks for the longest sequence
+  plan.heads = packed ? p.heads_kv : p.heads_q;
+  // By KV heads, not by the heads the kernel sees: a sequence is cut the
+  // same way in a varlen call (query heads) and a GQA-packed cache call (KV
+  // heads), so both give the same bits.
+  int64_t split_keys = kSplitMinKeys, max_chunks = split_max_chunks_for_heads(p.heads_kv);
+  if (p.config.num_splits > 1) {  // override: this many chunks for the longest sequence, one size for all
     split_keys = (p.seqlen_k + p.config.num_splits - 1) / p.config.num_splits;
     split_keys = (split_keys + 127) / 128 * 128;
+    max_chunks = 0;
   }
-  if (p.seqlen_k <= split_keys) return plan;
+  if (p.seqlen_k <= split_keys) return SplitPlan{};
   plan.split_keys = int32_t(split_keys);
-  plan.max_splits = int32_t((p.seqlen_k + split_keys - 1) / split_keys);
+  plan.split_max_chunks = int32_t(max_chunks);
+  plan.max_splits = int32_t(split_chunks_bound<int64_t>(split_keys, max_chunks, p.seqlen_k));
   plan.partial_rows = int32_t(rows < kSplitMaxRows ? rows : kSplitMaxRows);
-  plan.heads = packed ? p.heads_kv : p.heads_q;
   int64_t const slots = p.batch * plan.heads * plan.max_splits * plan.partial_rows;
   plan.partial_o_bytes = (slots * p.head_dim * 4 + 255) / 256 * 256;
   plan.bytes = plan.partial_o_bytes + (slots * 4 + 255) / 256 * 256;
@@ -72,6 +73,7 @@ inline SeqParams seq_params(const AttentionArgs& args, const Problem& p, const S
   seq.total_q = int32_t(p.total_q);
   seq.total_k = int32_t(p.total_k);
   seq.split_keys = split.split_keys;
+  seq.split_max_chunks = split.split_max_chunks;
   seq.max_splits = split.max_splits;
   return seq;
 }

@@ -286,11 +286,16 @@ TEST(Sm90Serving, SplitKvMatchesFloat64) {
   std::mt19937 rng(data_seed() + 2);
   for (Shape s : {Shape{DType::kBFloat16, 32, 8, 128, true}, Shape{DType::kFloat16, 16, 16, 64, false},
                   Shape{DType::kBFloat16, 4, 4, 96, true}, Shape{DType::kFloat16, 8, 8, 64, true, 500}}) {
-    for (auto [sq, sk] : {std::pair<int64_t, int64_t>{1, 4096}, {1, 777}, {3, 2000}, {60, 3001}}) {
+    // 33333 keys: chunks sized by the length (split_policy.h).
+    for (auto [sq, sk] : {std::pair<int64_t, int64_t>{1, 4096}, {1, 777}, {3, 2000}, {60, 3001}, {1, 33333}}) {
       Seq x = make_seq(s, sq, sk, rng);
       expect_matches_float64(s, x, run_varlen(s, {x})[0]);
       expect_matches_float64(s, x, run_kvcache(s, {x}, 0, 0, rng)[0]);
     }
+    // The num_splits override: 261 chunks of 128 keys, more than one load
+    // round of the combine kernel for every head dim, with a partial last round.
+    Seq x = make_seq(s, 1, 33333, rng);
+    expect_matches_float64(s, x, run_kvcache(s, {x}, 0, 0, rng, 261)[0]);
   }
 }
 

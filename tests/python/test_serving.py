@@ -256,6 +256,22 @@ def test_kvcache_argument_errors(rng):
         _kvcache(inp, layout="thd")
 
 
+def test_kernel_overrides_are_checked_and_ignored_on_the_cpu(rng):
+    # block_m / block_n / num_splits pick CUDA kernel configurations; the CPU
+    # reference has one algorithm, so the bits must not move.
+    inp = _cache_inputs(rng, "float32", page_size=16)
+    base = _kvcache(inp, causal=True)
+    assert np.array_equal(base, _kvcache(inp, causal=True, num_splits=3, block_m=64, block_n=128))
+    q, k, v, cu_q, cu_k = _varlen_inputs(rng, "float32")
+    args = (q, k, v, cu_q, cu_k, int(np.diff(cu_q).max()), int(np.diff(cu_k).max()))
+    assert np.array_equal(flashcore.attention_varlen(*args), flashcore.attention_varlen(*args, num_splits=1))
+    for kw in ({"num_splits": -1}, {"block_m": -64}):
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            _kvcache(inp, **kw)
+    with pytest.raises(TypeError, match="num_splits"):
+        flashcore.attention_varlen(*args, num_splits=2.5)
+
+
 def test_varlen_with_cache_is_not_supported_yet(rng):
     q, k, v, cu_q, _ = _varlen_inputs(rng, "float16", lens_q=[1, 1], lens_k=[4, 4])
     with pytest.raises(TypeError, match=r"cu_seqlens_q together with cache_seqlens"):

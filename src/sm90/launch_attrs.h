@@ -1,0 +1,61 @@
+// How flashcore's kernels are launched: as programmatic dependents of the
+// previous kernel in the stream (PDL, sm90), so that a launch and the
+// kernel's prologue overlap the tail of the kernel before it; every kernel
+// waits (griddepcontrol.wait) before touching global memory.
+//
+// The kernel lets the next one launch (griddepcontrol.launch_dependents)
+// right after its own wait, so the next kernel's CTAs take SMs as soon as
+// they free up and wait there. Measured on an H100 (graph mode, 20 calls a
+// graph; FLASHCORE_PDL A/B, two repetitions, bench/results/2026-11-22-h100):
+// fp16 d64 16 heads, B1 S128 3.60 us without PDL, 3.35 with the trigger at
+// CTA exit, 3.04 with the early trigger; B8 S128 5.42 / 4.89 / 4.70; B32
+// S128 12.70 / 12.37 / 11.75; large shapes (B4 S4096 d128, B32 S512 d256,
+// causal d128) within noise of each other in all three modes.
+//
+// FLASHCORE_PDL in the environment (read once per process) overrides this
+// for A/B measurements: 0 no PDL, 2 trigger at CTA exit; unset or 1: early.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace flashcore::sm90 {
+
+enum class PdlMode { kOff = 0, kEarly = 1, kAtExit = 2 };
+
+inline PdlMode pdl_mode() {
+  static const PdlMode mode = [] {
+    const char* v = std::getenv("FLASHCORE_PDL");
+    if (v != nullptr && std::strcmp(v, "0") == 0) return PdlMode::kOff;
+    if (v != nullptr && std::strcmp(v, "2") == 0) return PdlMode::kAtExit;
+    return PdlMode::kEarly;
+  }();
+  return mode;
+}
+
+inline bool pdl_enabled() { return pdl_mode() != PdlMode::kOff; }
+inline bool pdl_trigger_early() { return pdl_mode() == PdlMode::kEarly; }
+
+// A launch configuration on `stream` with the PDL attribute (when enabled).
+// The attribute storage lives in the returned object.
+struct PdlLaunch {
+  cudaLaunchConfig_t config = {};
+  cudaLaunchAttribute attr[1] = {};
+
+  PdlLaunch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream) {
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attr;
+    config.numAttrs = pdl_enabled() ? 1 : 0;
+  }
+  PdlLaunch(const PdlLaunch&) = delete;
+  PdlLaunch& operator=(const PdlLaunch&) = delete;
+};
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,73 @@
+// The split-KV policy, in one place and free of CUDA headers so that the CPU
+// tests check it (tests/cpp/test_split_policy.cpp).
+//
+// Batch invariance: how a sequence is cut depends only on its own length and
+// on constants of the call's shape (head count, the num_splits override),
+// never on the batch it is in.
+//
+// Auto mode: a sequence of L keys is cut into chunks of the smallest multiple
+// of kSplitMinKeys keys that needs at most max_chunks of them, max_chunks =
+// ceil(kSplitTargetTiles / KV heads): one decode sequence alone (its query
+// heads packed per KV head) spreads over about kSplitTargetTiles tiles,
+// which fills an H100's 132 SMs, and no more, because every chunk costs a
+// tile prologue and a partial result. KV heads, not the heads a kernel sees,
+// so that varlen and KV-cache calls cut a sequence the same way.
+// Measured on an H100 (tools/decode-sweep; bf16, 32 query / 8 KV heads, d128):
+// batch 1, 32k keys: 16 chunks of 2048 keys 52 us, 128 chunks of 256 keys
+// 61 us; batch 64, 4k keys: no split 354 us, 4 chunks 371, 16 chunks 388.
+// A sequence of at most kSplitMinKeys keys never splits.
+//
+// Override (num_splits = n > 1): chunks of one size for the whole call, n of
+// them for its longest sequence (which makes it depend on the batch).
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define FLASHCORE_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define FLASHCORE_HOST_DEVICE inline
+#endif
+
+namespace flashcore::sm90 {
+
+constexpr int64_t kSplitMinKeys = 256;  // 2 key blocks of 128: a multiple of every block_n
+constexpr int64_t kSplitTargetTiles = 128;
+
+// Chunk limit of auto mode for a call with `heads` KV heads.
+FLASHCORE_HOST_DEVICE int64_t split_max_chunks_for_heads(int64_t heads) {
+  return heads >= kSplitTargetTiles ? 1 : (kSplitTargetTiles + heads - 1) / heads;
+}
+
+// The functions below are templates on the integer type: the host sizes
+// plans in int64_t, the kernels use int32_t (lengths are below 2^30 on the
+// GPU), which keeps 64-bit divisions, and the branches of their slow path,
+// out of the kernels.
+
+// Keys per chunk of a sequence of `keys` keys. max_chunks = 0: every chunk
+// has split_keys keys (the override).
+template <class Int>
+FLASHCORE_HOST_DEVICE Int split_keys_for(Int split_keys, Int max_chunks, Int keys) {
+  if (max_chunks <= 0) return split_keys;
+  Int const per_chunk = (keys + max_chunks - 1) / max_chunks;
+  Int const units = (per_chunk + split_keys - 1) / split_keys;
+  return (units > 1 ? units : 1) * split_keys;
+}
+
+// Chunks of a sequence whose last key to attend to is key `last` (>= 0).
+template <class Int>
+FLASHCORE_HOST_DEVICE Int split_chunks_for(Int split_keys, Int max_chunks, Int keys, Int last) {
+  return last / split_keys_for(split_keys, max_chunks, keys) + 1;
+}
+
+// The most chunks any sequence of at most `keys` keys has: the grid and
+// workspace size. Not simply the count of the longest sequence: the count is
+// not monotonic in the length (4096 keys: 16 chunks of 256; 4097: 9 of 512).
+template <class Int>
+FLASHCORE_HOST_DEVICE Int split_chunks_bound(Int split_keys, Int max_chunks, Int keys) {
+  Int n = (keys + split_keys - 1) / split_keys;
+  if (max_chunks > 0 && max_chunks < n) n = max_chunks;
+  return n > 1 ? n : 1;
+}
+
+}  // namespace flashcore::sm90
