@@ -226,7 +226,12 @@ def _non_negative_int(name: str, value, what: str = "an int") -> int:
 
 def _block(name: str, value) -> int:
     """A kernel override: None (0) lets dispatch choose."""
-    return 0 if value is None else _non_negative_int(name, value, "an int or None")
+    if value is None:
+        return 0
+    value = _non_negative_int(name, value, "an int or None")
+    if value >= 2**31:
+        raise ValueError(f"{name}: must be < 2**31, got {value}")
+    return value
 
 
 def _scale(scale) -> float:

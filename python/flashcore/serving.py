@@ -73,19 +73,33 @@ def _index_array(name: str, x, lib: str):
     return x
 
 
-def _workspace_allocator(lib: str, like):
+def _workspace_allocator(lib: str, like, stream: int | None = None):
     """A callable nbytes -> uint8 array on `like`'s device for the split-KV
     workspace (PyTorch's caching allocator makes it cheap and CUDA-graph
-    safe), or None where no call needs one (the CPU backend)."""
+    safe), or None where no call needs one (the CPU backend).
+
+    With an explicit `stream` the block is allocated on that stream: the
+    caching allocators hand a freed block out again only to work ordered
+    after it on its own stream, and the kernels read it on `stream`, after
+    this call has dropped it."""
     if lib == "torch" and like.is_cuda:
         torch = sys.modules["torch"]
-        return lambda nbytes: torch.empty(nbytes, dtype=torch.uint8, device=like.device)
+
+        def alloc_torch(nbytes: int):
+            if stream is None:
+                return torch.empty(nbytes, dtype=torch.uint8, device=like.device)
+            with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=like.device)):
+                return torch.empty(nbytes, dtype=torch.uint8, device=like.device)
+        return alloc_torch
     if lib == "cupy":
         cupy = sys.modules["cupy"]
 
         def alloc(nbytes: int):
             with like.device:
-                return cupy.empty(nbytes, dtype=cupy.uint8)
+                if stream is None:
+                    return cupy.empty(nbytes, dtype=cupy.uint8)
+                with cupy.cuda.ExternalStream(stream):
+                    return cupy.empty(nbytes, dtype=cupy.uint8)
         return alloc
     return None
 
@@ -146,7 +160,7 @@ def _run(lib, q, k, v, out, lse, *, layout, k_new=None, v_new=None, metadata, ca
         num_splits=_block("num_splits", num_splits),
         stream=stream_value,
         check_metadata=check_metadata,
-        alloc_workspace=_workspace_allocator(lib, q),
+        alloc_workspace=_workspace_allocator(lib, q, None if stream is None else stream_value),
         **metadata,
     )
 
@@ -193,9 +207,10 @@ def attention_varlen(
       stream: cudaStream_t as an int; default: the current PyTorch/CuPy stream.
       block_m, block_n: tile overrides for the CUDA backend (None: dispatch
         chooses). num_splits: None lets each sequence split its keys into
-        fixed-size chunks (batch invariant); 1 turns split-KV off; n > 1 cuts
-        the longest sequence into n chunks (the chunk size then depends on
-        the batch's longest sequence: not batch invariant).
+        chunks sized by its own length (batch invariant); 1 turns split-KV
+        off; n > 1 cuts the longest sequence into at most n chunks of a
+        multiple of 128 keys (the chunk size then depends on the batch's
+        longest sequence: not batch invariant).
 
     Returns:
       out, or (out, lse) when return_lse.
@@ -276,9 +291,10 @@ def attention_with_kvcache(
       stream: cudaStream_t as an int; default: the current PyTorch/CuPy stream.
       block_m, block_n: tile overrides for the CUDA backend (None: dispatch
         chooses). num_splits: None lets each sequence split its keys into
-        fixed-size chunks (batch invariant); 1 turns split-KV off; n > 1 cuts
-        the longest sequence into n chunks (the chunk size then depends on
-        the batch's longest sequence: not batch invariant).
+        chunks sized by its own length (batch invariant); 1 turns split-KV
+        off; n > 1 cuts the longest sequence into at most n chunks of a
+        multiple of 128 keys (the chunk size then depends on the batch's
+        longest sequence: not batch invariant).
 
     Returns:
       out, or (out, lse) when return_lse.

@@ -32,6 +32,7 @@
 namespace flashcore::sm90 {
 
 constexpr int64_t kSplitMinKeys = 256;  // 2 key blocks of 128: a multiple of every block_n
+constexpr int64_t kSplitOverrideUnit = 128;  // chunk sizes of the num_splits override are multiples of this
 constexpr int64_t kSplitTargetTiles = 128;
 
 // Chunk limit of auto mode for a call with `heads` KV heads.

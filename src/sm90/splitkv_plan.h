@@ -42,13 +42,16 @@ inline SplitPlan plan_split(const Problem& p) {
   int64_t split_keys = kSplitMinKeys, max_chunks = split_max_chunks_for_heads(p.heads_kv);
   if (p.config.num_splits > 1) {  // override: this many chunks for the longest sequence, one size for all
     split_keys = (p.seqlen_k + p.config.num_splits - 1) / p.config.num_splits;
-    split_keys = (split_keys + 127) / 128 * 128;
+    split_keys = (split_keys + kSplitOverrideUnit - 1) / kSplitOverrideUnit * kSplitOverrideUnit;
     max_chunks = 0;
   }
-  if (p.seqlen_k <= split_keys) return SplitPlan{};
+  int64_t const max_splits = split_chunks_bound<int64_t>(split_keys, max_chunks, p.seqlen_k);
+  // One chunk for every sequence (short keys, or 128+ KV heads in auto
+  // mode): no split, no workspace, no combine.
+  if (max_splits <= 1) return SplitPlan{};
   plan.split_keys = int32_t(split_keys);
   plan.split_max_chunks = int32_t(max_chunks);
-  plan.max_splits = int32_t(split_chunks_bound<int64_t>(split_keys, max_chunks, p.seqlen_k));
+  plan.max_splits = int32_t(max_splits);
   plan.partial_rows = int32_t(rows < kSplitMaxRows ? rows : kSplitMaxRows);
   int64_t const slots = p.batch * plan.heads * plan.max_splits * plan.partial_rows;
   plan.partial_o_bytes = (slots * p.head_dim * 4 + 255) / 256 * 256;

@@ -270,6 +270,8 @@ def test_kernel_overrides_are_checked_and_ignored_on_the_cpu(rng):
             _kvcache(inp, **kw)
     with pytest.raises(TypeError, match="num_splits"):
         flashcore.attention_varlen(*args, num_splits=2.5)
+    with pytest.raises(ValueError, match="num_splits"):
+        _kvcache(inp, num_splits=2**31)
 
 
 def test_varlen_with_cache_is_not_supported_yet(rng):
