@@ -289,12 +289,7 @@ def attention_with_kvcache(
       check: check the metadata contents first (see the module docstring);
         None: yes, except during CUDA-graph capture.
       stream: cudaStream_t as an int; default: the current PyTorch/CuPy stream.
-      block_m, block_n: tile overrides for the CUDA backend (None: dispatch
-        chooses). num_splits: None lets each sequence split its keys into
-        chunks sized by its own length (batch invariant); 1 turns split-KV
-        off; n > 1 cuts the longest sequence into at most n chunks of a
-        multiple of 128 keys (the chunk size then depends on the batch's
-        longest sequence: not batch invariant).
+      block_m, block_n, num_splits: as in :func:`attention_varlen`.
 
     Returns:
       out, or (out, lse) when return_lse.
