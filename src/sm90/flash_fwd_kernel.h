@@ -10,6 +10,7 @@
 #include <cutlass/pipeline/pipeline.hpp>
 
 #include "sm90/epilogue.h"
+#include "sm90/launch_attrs.h"
 #include "sm90/kernel_params.h"
 #include "sm90/mainloop_load.h"
 #include "sm90/mainloop_mma.h"
@@ -65,15 +66,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // visible, before the first global read or write. The next kernel (the
   // split-KV combine, or the next attention call) may then be scheduled as
   // SMs free up (launch_attrs.h: when), and waits the same way.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (params.trigger_dependents_early) asm volatile("griddepcontrol.launch_dependents;");
-#endif
+  pdl_wait_for_previous_kernel();
+  if (params.trigger_dependents_early) pdl_launch_dependents();
 
   if (warp_group == 0) {
     if constexpr (Traits::kRegSplit) cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
-    // Serving kernels load with the whole producer warp (mainloop_load.h).
-    if (Traits::kServing ? threadIdx.x < 32 : is_producer_thread) {
+    // A paged cache is loaded by the whole producer warp, everything else by
+    // one thread (mainloop_load.h).
+    bool const warp_loads = Traits::kServing && params.block_table != nullptr;
+    if (warp_loads ? threadIdx.x < 32 : is_producer_thread) {
       MainloopLoad<Traits>::run(params, storage, pipeline_k, pipeline_v);
     }
   } else {

@@ -58,4 +58,21 @@ struct PdlLaunch {
   PdlLaunch& operator=(const PdlLaunch&) = delete;
 };
 
+#if defined(__CUDACC__)
+// Device side. Waits until the kernel this one depends on has finished and
+// its writes are visible; returns at once for a launch without the PDL
+// attribute. Call it before the first global memory access.
+__device__ __forceinline__ void pdl_wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Lets the next kernel in the stream be scheduled now (it waits the same way).
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+#endif
+
 }  // namespace flashcore::sm90

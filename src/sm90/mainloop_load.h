@@ -1,7 +1,7 @@
-// Producer side of the mainloop. Plain kernels: one thread of the producer
-// warp issues every TMA load of the CTA. Serving kernels: the whole producer
-// warp runs this loop in lockstep; lane 0 (the leader) issues Q and whole K/V
-// blocks, and for a paged cache lane i issues chunk i of each block (below).
+// Producer side of the mainloop. One thread of the producer warp (the leader)
+// issues Q and the K/V blocks; for a paged KV cache (serving kernels) the
+// whole producer warp runs this loop in lockstep, the leader waits on the
+// pipelines, and lane i issues chunk i of each block (below).
 // Q is loaded once per tile, as soon as the previous tile has freed the Q
 // buffer; K and V go through two kStages-deep rings guarded by the sm90 TMA
 // pipelines, in the order the consumers read them (last key block first).
@@ -62,7 +62,7 @@ struct MainloopLoad {
 
     StaticTileScheduler<Params> scheduler{params};
     PipelineState write_state = cutlass::make_producer_start_state<PipelineKV>();
-    // Plain kernels run this on one thread, which is then the leader.
+    // Only paged calls run this on more than one thread (flash_fwd_kernel.h).
     int const lane = Traits::kServing ? int(threadIdx.x % 32) : 0;
     bool const leader = lane == 0;
 
@@ -102,17 +102,15 @@ struct MainloopLoad {
         // Only the leader waits for a stage and arms its barrier with the
         // block's bytes. (Other lanes must not wait on the pipeline's
         // barriers: a lane that falls two phases behind waits on the parity
-        // of a phase that never completes again, and the CTA hangs.) K is
-        // issued as soon as its stage is free: V's stage frees later (after P·V).
-        if (!paged) {
-          if (leader) {
-            pipeline_k.producer_acquire(write_state);
-            copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0),
-                 tKgK(_, _, _, n), tKsK(_, _, _, write_state.index()));
-            pipeline_v.producer_acquire(write_state);
-            copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0),
-                 tVgV(_, _, _, n), tVsV(_, _, _, write_state.index()));
-          }
+        // of a phase that never completes again, and the CTA hangs.)
+        if (!paged) {  // the leader alone runs this loop
+          // K is issued as soon as its stage is free: V's frees later (after P·V).
+          pipeline_k.producer_acquire(write_state);
+          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0),
+               tKgK(_, _, _, n), tKsK(_, _, _, write_state.index()));
+          pipeline_v.producer_acquire(write_state);
+          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0),
+               tVgV(_, _, _, n), tVsV(_, _, _, write_state.index()));
         } else if constexpr (Traits::kServing) {
           if (leader) {
             pipeline_k.producer_acquire(write_state);

@@ -44,16 +44,6 @@ __device__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// Waits until the forward kernel this combine depends on has finished and its
-// partial results are visible (programmatic dependent launch: the combine may
-// be scheduled before the forward kernel exits, see launch_splitkv_combine).
-// Without that launch attribute it returns at once.
-__device__ __forceinline__ void wait_for_forward_kernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 // Reductions over a row's chunk LSEs: lane-strided in chunk order, then a
 // butterfly of fixed shape; every lane gets the result.
 template <class Op, class Load>
@@ -66,7 +56,9 @@ __device__ float warp_reduce_chunks(int n, float init, Load load, Op op) {
 
 template <class Element>
 __global__ void __launch_bounds__(32 * kRowsPerCta) splitkv_combine_kernel(const CombineParams p) {
-  wait_for_forward_kernel();
+  // The combine may be scheduled before the forward kernel exits
+  // (launch_splitkv_combine): wait for its partial results first.
+  pdl_wait_for_previous_kernel();
   int const bh = blockIdx.x;
   int const batch = bh / p.heads, head = bh % p.heads;
   int const lane = threadIdx.x % 32;

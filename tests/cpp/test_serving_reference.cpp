@@ -725,11 +725,7 @@ struct DeviceTensor {
 class CudaServing : public ServingErrors {
  protected:
   void SetUp() override {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-      (void)cudaGetLastError();
-      GTEST_SKIP() << "no CUDA device";
-    }
+    if (!have_cuda_device()) GTEST_SKIP() << "no CUDA device";
   }
   // Tensors of `a` moved to the device (the metadata stays as it is).
   struct OnDevice {

@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+#if FLASHCORE_TEST_EXPECT_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include "common/half_convert.h"
 #include "flashcore/attention.h"
 
@@ -225,5 +229,17 @@ inline double rel_frobenius(const std::vector<double>& a, const std::vector<doub
   }
   return std::sqrt(num) / std::sqrt(den > 0 ? den : 1.0);
 }
+
+#if FLASHCORE_TEST_EXPECT_CUDA
+// Whether this CUDA build sees a device (tests that need one skip without).
+inline bool have_cuda_device() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    (void)cudaGetLastError();  // clear the error for the tests that follow
+    return false;
+  }
+  return true;
+}
+#endif
 
 }  // namespace fctest

@@ -36,11 +36,7 @@ class DeviceBuffer {
 class CudaValidation : public ::testing::Test {
  protected:
   void SetUp() override {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-      (void)cudaGetLastError();
-      GTEST_SKIP() << "no CUDA device";
-    }
+    if (!have_cuda_device()) GTEST_SKIP() << "no CUDA device";
     for (auto* buf : {&q_, &k_, &v_, &o_, &l_}) ASSERT_NE(buf->get(), nullptr) << "cudaMalloc failed";
     a.q = flashcore::make_bhsd(q_.get(), DType::kBFloat16, B, Hq, Sq, D, Device::kCUDA, 0);
     a.k = flashcore::make_bhsd(k_.get(), DType::kBFloat16, B, Hkv, Sk, D, Device::kCUDA, 0);
