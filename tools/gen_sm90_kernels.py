@@ -10,23 +10,37 @@ import argparse
 import pathlib
 import sys
 
-# (dtype, head_dim, block_m, block_n, stages, serving). Every tile shape
-# has a plain kernel; head dims up to 128 also have a serving variant (varlen,
-# KV cache, paged KV, split-KV: kernel_traits.h), which serving calls use.
-TILES = (
+# The plain kernels: (head_dim, block_m, block_n, stages). The key block
+# (block_n) is one per head dim: it fixes each row's reduction order
+# (docs/numerics.md). Head dim 128 has two 128-row variants that differ only
+# in their shared-memory plan (kernel_traits.h): 2 K/V stages with a double-
+# buffered Q and an O buffer of its own (short sequences, causal), or 3
+# stages with O staged through Q (long non-causal sequences); dispatch picks
+# by shape (tuning_table.h).
+PLAIN_TILES = (
+    (64, 64, 128, 4),
+    (64, 128, 128, 5),
+    (96, 128, 128, 3),
+    (128, 64, 128, 2),
+    (128, 128, 128, 2),
+    (128, 128, 128, 3),
+    (256, 128, 64, 2),
+)
+# The serving variants (varlen, KV cache, paged KV, split-KV: kernel_traits.h)
+# of head dims up to 128, which serving calls use.
+SERVING_TILES = (
     (64, 64, 128, 4),
     (64, 128, 128, 4),
     (96, 128, 128, 3),
     (128, 64, 128, 2),
     (128, 128, 128, 2),
-    (256, 128, 64, 2),
 )
+# (dtype, head_dim, block_m, block_n, stages, serving)
 KERNELS = [
     (dt, d, bm, bn, st, serving)
-    for serving in (False, True)
+    for serving, tiles in ((False, PLAIN_TILES), (True, SERVING_TILES))
     for dt in ("fp16", "bf16")
-    for (d, bm, bn, st) in TILES
-    if not (serving and d > 128)
+    for (d, bm, bn, st) in tiles
 ]
 
 ELEMENT = {"fp16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t"}

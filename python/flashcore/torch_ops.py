@@ -196,10 +196,72 @@ def attention_into(q, k, v, out, lse=None, **kw) -> None:
     attention_out(q, k, v, out, lse, **kw)
 
 
+_DTYPE_CODES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+_Tensor = torch.Tensor
+_STRIDED = torch.strided
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_cuda_device = getattr(torch._C, "_cuda_getDevice", None)
+_fast_path = True  # tests switch it off to compare against the custom op path
+
+
+def _fast_call(q, k, v, out, causal, scale, window_left, window_right, bshd, return_lse,
+               block_m, block_n, num_splits):
+    """Plain eager calls, straight to the native library: no dispatcher, no
+    autograd node, no DLPack capsules (the custom op path costs tens of
+    microseconds of host time a call; this one a few). Returns None when the
+    call needs the custom op: while torch.compile traces, when autograd
+    records (so backward() reaches the op's error), for tensor subclasses,
+    non-strided or non-CPU/CUDA tensors, and for a device other than the
+    current one. Arguments were validated by flashcore.attention (4-d)."""
+    if not _fast_path or torch.compiler.is_compiling():
+        return None
+    tensors = (q, k, v) if out is None else (q, k, v, out)
+    dtype = q.dtype
+    for t in tensors:
+        # One dtype code goes to the library for all four: any mismatch (and
+        # any unsupported dtype) takes the op path, which names the tensor.
+        if type(t) is not _Tensor or t.layout is not _STRIDED or t.dtype is not dtype:
+            return None
+    code = _DTYPE_CODES.get(dtype)
+    if code is None:
+        return None
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return None
+    dev = q.get_device()
+    if dev >= 0:
+        if _raw_stream is None or dev != _cuda_device():
+            return None
+        stream = _raw_stream(dev)
+    elif q.is_cpu:
+        stream = 0
+    else:
+        return None
+    qs = q.shape
+    if out is None:
+        out = torch.empty((qs[0], qs[1], qs[2], v.shape[3]), dtype=q.dtype, device=q.device)
+    lse = None
+    if return_lse:
+        lse = torch.empty(_lse_shape(q, bshd), dtype=torch.float32, device=q.device)
+    _C.attention_forward_ptrs(
+        q.data_ptr(), qs, q.stride(), dev,
+        k.data_ptr(), k.shape, k.stride(), k.get_device(),
+        v.data_ptr(), v.shape, v.stride(), v.get_device(),
+        out.data_ptr(), out.shape, out.stride(), out.get_device(),
+        0 if lse is None else lse.data_ptr(), code, float(scale), bool(causal),
+        int(window_left), int(window_right), bool(bshd), int(block_m), int(block_n),
+        int(num_splits), stream)
+    return (out, lse) if return_lse else out
+
+
 def _call(q, k, v, *, out, causal, scale, window_left, window_right, bshd, return_lse,
           block_m, block_n, num_splits, stream):
     """The torch branch of :func:`flashcore.attention` (arguments already
     validated by it)."""
+    if stream is None:
+        res = _fast_call(q, k, v, out, causal, scale, window_left, window_right, bshd, return_lse,
+                         block_m, block_n, num_splits)
+        if res is not None:
+            return res
     kw = dict(causal=causal, scale=scale, window_left=window_left,
               window_right=window_right, bshd=bshd, block_m=block_m, block_n=block_n,
               num_splits=num_splits)

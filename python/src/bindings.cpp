@@ -257,6 +257,66 @@ void attention_forward(const InArray& q, const InArray& k, const InArray& v, con
   run(args, stream, false);
 }
 
+// ---- The PyTorch eager fast path (flashcore/torch_ops.py: _fast_call).
+// A DLPack capsule costs about 3 us a tensor to make and read; a strided
+// torch.Tensor's pointer, shape and strides cost well under 1 us together, so
+// plain eager calls hand those over directly. dtype codes: 0 float32,
+// 1 float16, 2 bfloat16; device -1 is the CPU, else the CUDA device index.
+// Everything else is checked by the library, as for DLPack arrays.
+flashcore::TensorView raw_view(const char* name, uintptr_t data, int dtype, int device, const nb::tuple& shape,
+                               const nb::tuple& stride, Layout layout) {
+  if (shape.size() != 4 || stride.size() != 4) throw_ndim(name, "a 4-d array", shape.size());
+  static constexpr flashcore::DType kDTypes[3] = {flashcore::DType::kFloat32, flashcore::DType::kFloat16,
+                                                  flashcore::DType::kBFloat16};
+  if (dtype < 0 || dtype > 2) throw nb::type_error((std::string(name) + ": unsupported dtype code").c_str());
+  flashcore::TensorView v;
+  v.data = reinterpret_cast<void*>(data);
+  v.dtype = kDTypes[dtype];
+  v.device = device < 0 ? flashcore::Device::kCPU : flashcore::Device::kCUDA;
+  v.device_index = device < 0 ? 0 : device;
+  const bool swap = layout == Layout::kBSHD;
+  for (int i = 0; i < 4; ++i) {
+    const int a = swap && (i == 1 || i == 2) ? 3 - i : i;
+    v.shape[i] = nb::cast<int64_t>(shape[a]);
+    v.stride[i] = nb::cast<int64_t>(stride[a]);
+  }
+  return v;
+}
+
+void attention_forward_ptrs(uintptr_t q, const nb::tuple& q_shape, const nb::tuple& q_stride, int q_device,
+                            uintptr_t k, const nb::tuple& k_shape, const nb::tuple& k_stride, int k_device,
+                            uintptr_t v, const nb::tuple& v_shape, const nb::tuple& v_stride, int v_device,
+                            uintptr_t out, const nb::tuple& out_shape, const nb::tuple& out_stride, int out_device,
+                            uintptr_t lse, int dtype, float softmax_scale, bool causal, int64_t window_left,
+                            int64_t window_right, bool bshd, int block_m, int block_n, int num_splits,
+                            uintptr_t stream) {
+  const Layout layout = bshd ? Layout::kBSHD : Layout::kBHSD;
+  flashcore::AttentionArgs args;
+  args.q = raw_view("q", q, dtype, q_device, q_shape, q_stride, layout);
+  args.k = raw_view("k", k, dtype, k_device, k_shape, k_stride, layout);
+  args.v = raw_view("v", v, dtype, v_device, v_shape, v_stride, layout);
+  args.out = raw_view("out", out, dtype, out_device, out_shape, out_stride, layout);
+  if (lse != 0) {  // a fresh contiguous float32 (B, Hq, Sq) tensor on q's device, whatever the layout
+    args.lse = args.q;
+    args.lse.data = reinterpret_cast<void*>(lse);
+    args.lse.dtype = flashcore::DType::kFloat32;
+    const int64_t heads = args.q.shape[1], rows = args.q.shape[2];
+    args.lse.shape[3] = 1;
+    args.lse.stride[0] = heads * rows;
+    args.lse.stride[1] = rows;
+    args.lse.stride[2] = 1;
+    args.lse.stride[3] = 1;
+  }
+  args.softmax_scale = softmax_scale;
+  args.causal = causal;
+  args.window_left = window_left;
+  args.window_right = window_right;
+  args.config.block_m = block_m;
+  args.config.block_n = block_n;
+  args.config.num_splits = num_splits;
+  run(args, stream, false);
+}
+
 void attention_serving(const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
                        std::optional<OutArray> lse, const std::string& layout,
                        std::optional<InArray> cu_seqlens_q, std::optional<InArray> cu_seqlens_k,
@@ -327,6 +387,13 @@ NB_MODULE(_C, m) {
         "integer (0: the default stream). The GIL is released during the call.\n\n"
         "Raises ValueError (invalid argument), TypeError (unsupported dtype, device\n"
         "or configuration) or RuntimeError (CUDA or internal error).");
+
+  m.def("attention_forward_ptrs", &attention_forward_ptrs,
+        "attention_forward on raw strided tensors: (pointer, shape, strides in elements,\n"
+        "device) for q, k, v and out (device -1: CPU), lse a pointer to a contiguous\n"
+        "float32 (B, Hq, Sq) array (0: none), dtype 0/1/2\n"
+        "for float32/float16/bfloat16. flashcore.attention's fast path for PyTorch\n"
+        "tensors outside autograd and tracing; other arguments as in attention_forward.");
 
   m.def("attention_serving", &attention_serving, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
         nb::arg("lse").none(), nb::arg("layout") = "bshd", nb::arg("cu_seqlens_q").none() = nb::none(),

@@ -29,10 +29,16 @@ struct Epilogue {
   using Params = KernelParams<Traits>;
   using Storage = typename Traits::SharedStorage;
   static constexpr int kEpilogueBarrier = 0;  // named barrier over the consumer threads
+  // Named barriers kStoreBarrier + w: consumer warpgroup w's own O store
+  // (after the ping-pong turn barriers 1..kNumMmaWarpGroups, mainloop_mma.h).
+  static constexpr int kStoreBarrier = 1 + Traits::kNumMmaWarpGroups;
 
-  // Before the CTA exits: the last TMA store must have read shared memory.
+  // Before the CTA exits: the last TMA stores must have read shared memory
+  // (each storing thread waits for its own).
   CUTE_DEVICE static void drain(int mma_thread) {
-    if (mma_thread == 0) tma_store_wait<0>();
+    if (mma_thread % (Traits::kPerWarpGroupStore ? cutlass::NumThreadsPerWarpGroup : Traits::kNumMmaThreads) == 0) {
+      tma_store_wait<0>();
+    }
   }
 
   // (row, col) of each accumulator element this thread holds, row/col view.
@@ -100,25 +106,33 @@ struct Epilogue {
       return;
     }
 
-    Element* o_buffer = Traits::kSeparateO ? storage.smem_o.data() : q_smem;
+    // The store unit (kernel_traits.h: kStoreRows): this warpgroup's 64 rows
+    // in its own slice of the O buffer, or the whole tile in Q's buffer.
+    constexpr bool kPerWarpGroup = Traits::kPerWarpGroupStore;
+    constexpr int kStoreThreads = kPerWarpGroup ? cutlass::NumThreadsPerWarpGroup : Traits::kNumMmaThreads;
+    int const unit = kPerWarpGroup ? mma_thread / cutlass::NumThreadsPerWarpGroup : 0;
+    int const store_thread = mma_thread % kStoreThreads;
+    int const barrier = kPerWarpGroup ? kStoreBarrier + unit : kEpilogueBarrier;
+    Element* o_buffer = Traits::kSeparateO ? storage.smem_o.data() + unit * cute::cosize_v<typename Traits::SmemLayoutO>
+                                          : q_smem;
     Tensor sO = make_tensor(make_smem_ptr(o_buffer), typename Traits::SmemLayoutO{});
     if constexpr (Traits::kSeparateO) {
-      // The previous tile's store must have read the O buffer before it is reused.
-      if (mma_thread == 0) tma_store_wait<0>();
-      cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads, kEpilogueBarrier);
+      // This warpgroup's previous store must have read its slice before it is reused.
+      if (store_thread == 0) tma_store_wait<0>();
+      cutlass::arch::NamedBarrier::sync(kStoreThreads, barrier);
     }
-    auto r2s = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, typename Traits::TiledMmaPV{});
-    auto thr_r2s = r2s.get_thread_slice(mma_thread);
+    auto r2s = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, typename Traits::TiledMmaPVStore{});
+    auto thr_r2s = r2s.get_thread_slice(store_thread);
     copy(r2s, thr_r2s.retile_S(rO), thr_r2s.partition_D(sO));
     // Generic-proxy smem writes must be visible to the TMA (async proxy).
     cutlass::arch::fence_view_async_shared();
-    cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads, kEpilogueBarrier);
+    cutlass::arch::NamedBarrier::sync(kStoreThreads, barrier);
 
-    if (mma_thread == 0) {
+    if (store_thread == 0) {
       Tensor mO = params.tma_o.get_tma_tensor(
           make_shape(params.seq.seqlen_q, params.head_dim, params.heads_q, params.batch));
-      Tensor gO = local_tile(mO(_, _, t.head, t.batch), select<0, 1>(typename Traits::TileShapePV{}),
-                             make_coord(w.m_block, _0{}));
+      Tensor gO = local_tile(mO(_, _, t.head, t.batch), Shape<Int<Traits::kStoreRows>, Int<Traits::kHeadDim>>{},
+                             make_coord(w.m_block * (Traits::kBlockM / Traits::kStoreRows) + unit, _0{}));
       auto tma_o = params.tma_o.get_slice(_0{});
       copy(params.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
       tma_store_arrive();

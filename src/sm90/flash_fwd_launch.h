@@ -74,7 +74,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
       make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}),
                     select<1, 2>(typename Traits::TileShapePV{}), _1{}),
       make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutO{},
-                    select<0, 1>(typename Traits::TileShapePV{}), _1{}),
+                    Shape<Int<Traits::kStoreRows>, Int<Traits::kHeadDim>>{}, _1{}),
       // The paged-cache chunk descriptors stay empty (never read) unless the
       // call is paged: encoding them costs host time on every call.
   };

@@ -23,8 +23,13 @@ struct KernelEntry {
 // Every compiled kernel (for the autotuner and diagnostics).
 const KernelEntry* kernel_table(int* count);
 
-// The kernel compiled for exactly this configuration, or nullptr.
-const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving);
+// The kernel compiled for exactly this configuration, or nullptr. stages 0:
+// the first compiled stage count of the tile (the list's order).
+const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int stages = 0);
+
+// Launches kernel `e` for a plain (unsplit) call on a validated problem,
+// bypassing dispatch: how tests run every compiled variant.
+Status launch_plain(const KernelEntry& e, const AttentionArgs& args, const Problem& p, cudaStream_t stream);
 
 // "m128_n128, m128_n64" for error messages: the tile shapes compiled for
 // (dtype, head_dim).

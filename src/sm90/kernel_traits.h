@@ -73,7 +73,6 @@ struct KernelTraits {
   using SmemAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                              GMMA::Major::K, Element, Int<kBlockM>, Int<kHeadDim>>());
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtomQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-  using SmemLayoutO = SmemLayoutQ;
 
   using SmemAtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                              GMMA::Major::K, Element, Int<kBlockN>, Int<kHeadDim>>());
@@ -84,6 +83,40 @@ struct KernelTraits {
                               GMMA::Major::MN, Element, Int<kHeadDim>, Int<kBlockN>>());
   using SmemLayoutVt = decltype(tile_to_shape(
       SmemAtomVt{}, Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_1, _2, _3>{}));
+
+  static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
+
+  // Shared-memory plan, decided by what fits in the 227 KiB of an SM:
+  //  - O is staged for its TMA store in a buffer of its own when it fits, so
+  //    the next tile's Q can be loaded while this tile still computes.
+  //    Otherwise (head dim 256) O goes through Q's buffer: each consumer
+  //    warpgroup writes its own 64 rows, which only it read from Q, after its
+  //    last Q·Kᵀ; the next Q then waits for the store.
+  //  - Q is double-buffered when that fits too: tile i+1's Q is loaded while
+  //    tile i runs, so a new tile never waits for its Q.
+  static constexpr int kBytesKVRing = int(2 * kStages * kBytesKV);
+  static constexpr int kSmemBudget = 227 * 1024 - 2048;  // minus barriers and alignment
+  static constexpr bool kSeparateO = int(2 * kBytesQ) + kBytesKVRing <= kSmemBudget;
+  static constexpr int kQStages = kSeparateO && int(3 * kBytesQ) + kBytesKVRing <= kSmemBudget ? 2 : 1;
+
+  // O's store unit. With a buffer of its own, each consumer warpgroup stages
+  // and stores its own 64 rows (one TMA store each, a named barrier over the
+  // warpgroup only): a warpgroup that finishes a tile goes on to the next
+  // one's Q·Kᵀ while the other still runs its last P·V, instead of both
+  // meeting at a CTA-wide barrier with the tensor cores idle. Through Q's
+  // buffer (head dim 256) the whole tile is stored at once, after both
+  // warpgroups are done with Q.
+  static constexpr bool kPerWarpGroupStore = kSeparateO;
+  static constexpr int kStoreRows = kPerWarpGroupStore ? 64 : kBlockM;
+  using SmemLayoutO = decltype(tile_to_shape(SmemAtomQ{}, Shape<Int<kStoreRows>, Int<kHeadDim>>{}));
+  static constexpr int kOBufferElems = kSeparateO ? kBlockM * kHeadDim : 8;  // whole tile, or per-warpgroup slices
+  // The one-warpgroup slice of the P·V MMA: how one warpgroup's 64 rows of O
+  // are partitioned over its 128 threads (the same fragment as in TiledMmaPV).
+  using TiledMmaPVStore = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<Int<kStoreRows / 64>, _1, _1>>{}));
 
   // Global tensors seen by TMA: (seq, dim, head, batch) for Q/K/O and
   // (dim, seq, head, batch) for V, strides in elements, dim contiguous.
@@ -102,7 +135,7 @@ struct KernelTraits {
       take<0, 2>(SmemLayoutVt{}), select<1, 2>(TileShapePV{}), _1{}));
   using TMA_O = decltype(make_tma_copy(
       SM90_TMA_STORE{}, make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeT{}, StrideQKO{}),
-      SmemLayoutO{}, select<0, 1>(TileShapePV{}), _1{}));
+      SmemLayoutO{}, Shape<Int<kStoreRows>, Int<kHeadDim>>{}, _1{}));
 
   // Paged KV cache: a key block is loaded as kBlockN/kChunk loads of kChunk
   // keys, each from the page that holds them (page sizes are multiples of
@@ -131,24 +164,9 @@ struct KernelTraits {
     return get_nonswizzle_portion(SmemLayoutVt{})(make_coord(0, i * kChunk, stage));
   }
 
-  static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
-  static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
 
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename PipelineKV::PipelineState;
-
-  // Shared-memory plan, decided by what fits in the 227 KiB of an SM:
-  //  - O is staged for its TMA store in a buffer of its own when it fits, so
-  //    the next tile's Q can be loaded while this tile still computes.
-  //    Otherwise (head dim 256) O goes through Q's buffer: each consumer
-  //    warpgroup writes its own 64 rows, which only it read from Q, after its
-  //    last Q·Kᵀ; the next Q then waits for the store.
-  //  - Q is double-buffered when that fits too: tile i+1's Q is loaded while
-  //    tile i runs, so a new tile never waits for its Q.
-  static constexpr int kBytesKVRing = int(2 * kStages * kBytesKV);
-  static constexpr int kSmemBudget = 227 * 1024 - 2048;  // minus barriers and alignment
-  static constexpr bool kSeparateO = int(2 * kBytesQ) + kBytesKVRing <= kSmemBudget;
-  static constexpr int kQStages = kSeparateO && int(3 * kBytesQ) + kBytesKVRing <= kSmemBudget ? 2 : 1;
 
   struct SharedStorage {
     // 1024-byte alignment: the 128-byte swizzle pattern repeats every 1 KiB and
@@ -156,7 +174,7 @@ struct KernelTraits {
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ> * kQStages> smem_q;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>> smem_k;
     alignas(1024) cute::array_aligned<Element, cute::cosize_v<SmemLayoutVt>> smem_v;
-    alignas(1024) cute::array_aligned<Element, kSeparateO ? cute::cosize_v<SmemLayoutO> : 8> smem_o;
+    alignas(1024) cute::array_aligned<Element, kOBufferElems> smem_o;
     typename PipelineKV::SharedStorage pipeline_k;
     typename PipelineKV::SharedStorage pipeline_v;
     cutlass::arch::ClusterTransactionBarrier barrier_q[kQStages];  // Q tile landed

@@ -25,22 +25,31 @@ const KernelEntry* kernel_table(int* count) {
   return kKernelTable;
 }
 
-const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving) {
+const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int stages) {
   for (const KernelEntry& e : kKernelTable) {
     if (e.dtype == dtype && e.head_dim == head_dim && e.block_m == block_m && e.block_n == block_n &&
-        e.serving == serving) {
+        e.serving == serving && (stages == 0 || e.stages == stages)) {
       return &e;
     }
   }
   return nullptr;
 }
 
+Status launch_plain(const KernelEntry& e, const AttentionArgs& args, const Problem& p, cudaStream_t stream) {
+  if (p.has_per_seq_lengths() != e.serving) {
+    return Status(StatusCode::kInvalidArgument, std::string(e.name) + ": serving kernels take serving calls only");
+  }
+  return e.launch(args, p, LaunchPlan{}, stream);
+}
+
 std::string available_tiles(DType dtype, int head_dim) {
   std::string s;
   for (const KernelEntry& e : kKernelTable) {
     if (e.dtype != dtype || e.head_dim != head_dim || e.serving) continue;
+    std::string const tile = "block_m=" + std::to_string(e.block_m) + " block_n=" + std::to_string(e.block_n);
+    if (s.find(tile) != std::string::npos) continue;  // the same tile with another stage count
     if (!s.empty()) s += ", ";
-    s += "block_m=" + std::to_string(e.block_m) + " block_n=" + std::to_string(e.block_n);
+    s += tile;
   }
   return s.empty() ? "none" : s;
 }
@@ -147,7 +156,9 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
     }
     plan.workspace = args.workspace;
   }
-  const KernelEntry* k = find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving);
+  bool const masked = p.causal || p.window_left < kUnboundedWindow || p.window_right < kUnboundedWindow;
+  tile.stages = tuned_stages(int(p.head_dim), tile.block_m, masked, p.seqlen_k, serving);
+  const KernelEntry* k = find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, tile.stages);
   if (k == nullptr) {
     return Status(StatusCode::kNotSupported,
                   "no sm90 kernel compiled for " + std::string(dtype_name(p.dtype)) + " head_dim " +

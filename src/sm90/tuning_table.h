@@ -20,7 +20,20 @@ namespace flashcore::sm90 {
 
 struct TileChoice {
   int block_m, block_n;
+  int stages;  // 0: the tile's first compiled variant (kernel_registry.h)
 };
+
+// Shared-memory plan of head dim 128's 128-row tiles (kernel_traits.h): the
+// 3-stage variant keeps one more K/V block in flight but stages O through Q's
+// buffer, so a tile's Q load waits for the previous tile's O store. On the
+// H100 (bench/results/2026-11-22b-h100/ab-stages.txt, same-process A/B
+// against cuDNN) it is 1.5-5% faster without a mask from 2k keys up and
+// 2-15% slower for shorter or causal sequences, which have few key blocks per
+// tile. The stage count changes no arithmetic: any choice is bit-identical.
+inline int tuned_stages(int head_dim, int block_m, bool masked, int64_t seqlen_k, bool serving) {
+  bool const long_unmasked = !masked && seqlen_k >= 2048;
+  return !serving && head_dim == 128 && block_m == 128 && long_unmasked ? 3 : 0;
+}
 
 inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, int64_t tiles_of_128_rows, int num_sms,
                              bool gqa_packed_decode) {
@@ -28,7 +41,7 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, int64_t tiles_of_128
   bool const has_m64 = head_dim == 64 || head_dim == 128;
   bool const small = tiles_of_128_rows * 2 <= num_sms;
   // Packed decode has at most `group` (<= 64 in practice) valid rows a tile.
-  return {has_m64 && (small || gqa_packed_decode) ? 64 : 128, block_n};
+  return {has_m64 && (small || gqa_packed_decode) ? 64 : 128, block_n, 0};
 }
 
 }  // namespace flashcore::sm90

@@ -14,7 +14,9 @@
 
 #include "attention_case.h"
 #include "device_tensor.h"
+#include "api/validation.h"
 #include "flashcore/attention.h"
+#include "sm90/kernel_registry.h"
 
 namespace fctest {
 
@@ -55,7 +57,22 @@ struct GpuRun {
   flashcore::Status run(cudaStream_t stream = nullptr) {
     out->poison();
     lse->poison();
-    flashcore::Status st = flashcore::attention_forward(args, stream);
+    return finish(flashcore::attention_forward(args, stream));
+  }
+
+  // One compiled kernel launched as is (plain calls: no split, no KV append),
+  // after the library's validation.
+  flashcore::Status run_kernel(const flashcore::sm90::KernelEntry& e) {
+    out->poison();
+    lse->poison();
+    flashcore::Problem p;
+    flashcore::Status st = flashcore::validate(args, &p);
+    if (!st.ok()) return st;
+    return finish(flashcore::sm90::launch_plain(e, args, p, nullptr));
+  }
+
+ private:
+  static flashcore::Status finish(flashcore::Status st) {
     cudaError_t err = cudaDeviceSynchronize();
     if (st.ok() && err != cudaSuccess) {
       return flashcore::Status(flashcore::StatusCode::kCudaError, cudaGetErrorString(err));

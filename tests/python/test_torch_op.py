@@ -176,17 +176,27 @@ def test_opcheck(device, dtype):
 
 # ------------------------------------------------------------------ no copies
 def _record_native_calls(monkeypatch):
+    """Records what reaches the native library through either entry point:
+    DLPack arrays (the custom op) or raw pointers (the eager fast path)."""
     calls = []
     real = flashcore._C.attention_forward
+    real_ptrs = flashcore._C.attention_forward_ptrs
 
     def spy(q, k, v, out, lse, **kw):
         calls.append(dict(
+            path="op",
             ptrs=[t.data_ptr() for t in (q, k, v, out)],
             strides=[tuple(t.stride()) for t in (q, k, v, out)],
             stream=kw.get("stream")))
         return real(q, k, v, out, lse, **kw)
 
+    def spy_ptrs(*a):
+        calls.append(dict(path="fast", ptrs=[a[0], a[4], a[8], a[12]],
+                          strides=[tuple(a[2]), tuple(a[6]), tuple(a[10]), tuple(a[14])], stream=a[-1]))
+        return real_ptrs(*a)
+
     monkeypatch.setattr(flashcore._C, "attention_forward", spy)
+    monkeypatch.setattr(flashcore._C, "attention_forward_ptrs", spy_ptrs)
     return calls
 
 
@@ -317,3 +327,39 @@ def test_runs_on_the_tensors_device():
     torch.cuda.synchronize(1)
     assert out.device == q.device and torch.equal(out, out_c)
     assert _err(out, _ref(q, k, v, causal=True)[0]) <= TOL[torch.float16]
+
+
+# ------------------------------------------------------------------ eager fast path
+@pytest.mark.parametrize("device,dtype", CASES)
+def test_eager_fast_path_matches_the_custom_op_bitwise(device, dtype, monkeypatch):
+    """Plain eager calls skip the dispatcher and DLPack (torch_ops._fast_call);
+    they must give bit for bit what the custom op gives, LSE and out= included,
+    and must really take the fast path (while autograd records, they must not)."""
+    from flashcore import torch_ops
+
+    calls = _record_native_calls(monkeypatch)
+    q, k, v = _qkv(device, dtype, sq=37, sk=50)
+    for layout in ("bhsd", "bshd"):
+        args = (q, k, v) if layout == "bhsd" else tuple(t.transpose(1, 2) for t in (q, k, v))
+        kw = dict(causal=True, layout=layout, return_lse=True, window=(20, -1))
+        monkeypatch.setattr(torch_ops, "_fast_path", True)
+        fast, fast_lse = flashcore.attention(*args, **kw)
+        fast_out = torch.full_like(fast, float("nan"))
+        flashcore.attention(*args, out=fast_out, **kw)
+        monkeypatch.setattr(torch_ops, "_fast_path", False)
+        slow, slow_lse = flashcore.attention(*args, **kw)
+        assert torch.equal(fast, slow) and torch.equal(fast_lse, slow_lse) and torch.equal(fast_out, slow)
+        assert fast_lse.shape == slow_lse.shape == (q.shape[0], q.shape[1], q.shape[2])
+    assert [c["path"] for c in calls] == ["fast", "fast", "op"] * 2
+
+    # Autograd recording goes through the op (whose backward raises).
+    monkeypatch.setattr(torch_ops, "_fast_path", True)
+    del calls[:]
+    qg = q.detach().clone().requires_grad_(True)
+    res = flashcore.attention(qg, k, v)
+    assert [c["path"] for c in calls] == ["op"]
+    with pytest.raises(NotImplementedError, match="no backward"):
+        res.sum().backward()
+    # The same errors as the op path: a dtype mismatch is named.
+    with pytest.raises((TypeError, ValueError), match="k"):
+        flashcore.attention(q, k.float() if dtype != torch.float32 else k.half(), v)
