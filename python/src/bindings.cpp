@@ -102,6 +102,18 @@ Layout parse_layout(const std::string& layout) {
   throw nb::value_error(("layout: expected 'bhsd', 'bshd' or 'thd', got '" + layout + "'").c_str());
 }
 
+// Fills v's (B, H, S, D) shape and strides from an array's axes.
+template <class Shape, class Stride>
+void set_axes(flashcore::TensorView& v, Layout layout, Shape shape, Stride stride) {
+  // perm[i]: the array axis of library axis i; -1 is the batch of 1.
+  static constexpr int kPerm[3][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}, {-1, 1, 0, 2}};
+  const int* perm = kPerm[static_cast<int>(layout)];
+  for (int i = 0; i < 4; ++i) {
+    v.shape[i] = perm[i] < 0 ? 1 : shape(perm[i]);
+    v.stride[i] = perm[i] < 0 ? 0 : stride(perm[i]);
+  }
+}
+
 [[noreturn]] void throw_ndim(const char* name, const char* what, size_t ndim) {
   throw nb::value_error(
       (std::string(name) + ": expected " + what + ", got " + std::to_string(ndim) + " dimensions").c_str());
@@ -117,13 +129,9 @@ flashcore::TensorView make_view(const char* name, const Array& a, Layout layout,
   v.data = const_cast<void*>(static_cast<const void*>(a.data()));
   v.dtype = to_dtype(name, a.dtype(), uint16_is_bf16);
   set_device(name, a.device_type(), a.device_id(), v);
-  // perm[i]: the array axis of library axis i; -1 is the batch of 1.
-  static constexpr int kPerm[3][4] = {{0, 1, 2, 3}, {0, 2, 1, 3}, {-1, 1, 0, 2}};
-  const int* perm = kPerm[static_cast<int>(layout)];
-  for (int i = 0; i < 4; ++i) {
-    v.shape[i] = perm[i] < 0 ? 1 : static_cast<int64_t>(a.shape(perm[i]));
-    v.stride[i] = perm[i] < 0 ? 0 : a.stride(perm[i]);  // nanobind reports strides in elements
-  }
+  // nanobind reports strides in elements
+  set_axes(v, layout, [&](int i) { return static_cast<int64_t>(a.shape(i)); },
+           [&](int i) { return static_cast<int64_t>(a.stride(i)); });
   return v;
 }
 
@@ -274,12 +282,8 @@ flashcore::TensorView raw_view(const char* name, uintptr_t data, int dtype, int 
   v.dtype = kDTypes[dtype];
   v.device = device < 0 ? flashcore::Device::kCPU : flashcore::Device::kCUDA;
   v.device_index = device < 0 ? 0 : device;
-  const bool swap = layout == Layout::kBSHD;
-  for (int i = 0; i < 4; ++i) {
-    const int a = swap && (i == 1 || i == 2) ? 3 - i : i;
-    v.shape[i] = nb::cast<int64_t>(shape[a]);
-    v.stride[i] = nb::cast<int64_t>(stride[a]);
-  }
+  set_axes(v, layout, [&](int i) { return nb::cast<int64_t>(shape[i]); },
+           [&](int i) { return nb::cast<int64_t>(stride[i]); });
   return v;
 }
 

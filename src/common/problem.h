@@ -49,6 +49,8 @@ struct Problem {
 
   int64_t group() const { return heads_q / heads_kv; }  // query heads per KV head
   int64_t diag_offset() const { return seqlen_k - seqlen_q; }
+  // A causal or sliding-window mask (causal resolves to window_right = 0).
+  bool has_mask() const { return window_left < kUnboundedWindow || window_right < kUnboundedWindow; }
   bool is_empty() const {
     return batch == 0 || heads_q == 0 || seqlen_q == 0 || head_dim == 0;
   }

@@ -32,13 +32,16 @@ struct Epilogue {
   // Named barriers kStoreBarrier + w: consumer warpgroup w's own O store
   // (after the ping-pong turn barriers 1..kNumMmaWarpGroups, mainloop_mma.h).
   static constexpr int kStoreBarrier = 1 + Traits::kNumMmaWarpGroups;
+  // The store unit (kernel_traits.h: kStoreRows): with a buffer of its own
+  // each warpgroup stores its 64 rows; through Q's buffer the whole tile goes
+  // at once. Thread 0 of a unit issues its stores.
+  static constexpr bool kPerWarpGroup = Traits::kSeparateO;
+  static constexpr int kStoreThreads = kPerWarpGroup ? cutlass::NumThreadsPerWarpGroup : Traits::kNumMmaThreads;
 
   // Before the CTA exits: the last TMA stores must have read shared memory
   // (each storing thread waits for its own).
   CUTE_DEVICE static void drain(int mma_thread) {
-    if (mma_thread % (Traits::kPerWarpGroupStore ? cutlass::NumThreadsPerWarpGroup : Traits::kNumMmaThreads) == 0) {
-      tma_store_wait<0>();
-    }
+    if (mma_thread % kStoreThreads == 0) tma_store_wait<0>();
   }
 
   // (row, col) of each accumulator element this thread holds, row/col view.
@@ -106,15 +109,13 @@ struct Epilogue {
       return;
     }
 
-    // The store unit (kernel_traits.h: kStoreRows): this warpgroup's 64 rows
-    // in its own slice of the O buffer, or the whole tile in Q's buffer.
-    constexpr bool kPerWarpGroup = Traits::kPerWarpGroupStore;
-    constexpr int kStoreThreads = kPerWarpGroup ? cutlass::NumThreadsPerWarpGroup : Traits::kNumMmaThreads;
+    // This warpgroup's 64 rows in its own slice of the O buffer, or the
+    // whole tile in Q's buffer.
     int const unit = kPerWarpGroup ? mma_thread / cutlass::NumThreadsPerWarpGroup : 0;
     int const store_thread = mma_thread % kStoreThreads;
     int const barrier = kPerWarpGroup ? kStoreBarrier + unit : kEpilogueBarrier;
-    Element* o_buffer = Traits::kSeparateO ? storage.smem_o.data() + unit * cute::cosize_v<typename Traits::SmemLayoutO>
-                                          : q_smem;
+    Element* o_buffer = kPerWarpGroup ? storage.smem_o.data() + unit * cute::cosize_v<typename Traits::SmemLayoutO>
+                                      : q_smem;
     Tensor sO = make_tensor(make_smem_ptr(o_buffer), typename Traits::SmemLayoutO{});
     if constexpr (Traits::kSeparateO) {
       // This warpgroup's previous store must have read its slice before it is reused.

@@ -107,8 +107,7 @@ struct KernelTraits {
   // meeting at a CTA-wide barrier with the tensor cores idle. Through Q's
   // buffer (head dim 256) the whole tile is stored at once, after both
   // warpgroups are done with Q.
-  static constexpr bool kPerWarpGroupStore = kSeparateO;
-  static constexpr int kStoreRows = kPerWarpGroupStore ? 64 : kBlockM;
+  static constexpr int kStoreRows = kSeparateO ? 64 : kBlockM;
   using SmemLayoutO = decltype(tile_to_shape(SmemAtomQ{}, Shape<Int<kStoreRows>, Int<kHeadDim>>{}));
   static constexpr int kOBufferElems = kSeparateO ? kBlockM * kHeadDim : 8;  // whole tile, or per-warpgroup slices
   // The one-warpgroup slice of the P·V MMA: how one warpgroup's 64 rows of O
@@ -163,7 +162,6 @@ struct KernelTraits {
   CUTE_HOST_DEVICE static int v_chunk_offset(int i, int stage) {
     return get_nonswizzle_portion(SmemLayoutVt{})(make_coord(0, i * kChunk, stage));
   }
-
 
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename PipelineKV::PipelineState;
