@@ -63,6 +63,7 @@ def built_with_cuda() -> bool:
 
 
 _LAYOUTS = ("bhsd", "bshd")
+_torch_ops = None  # flashcore.torch_ops, once a call with torch tensors imported it
 _NUMPY_DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -367,6 +368,14 @@ def attention(
       ValueError: bad shapes, layout, window, scale or configuration.
       RuntimeError: CUDA or internal error.
     """
+    global _torch_ops
+    if (_torch_ops is not None and window is None and block_m is None and block_n is None
+            and num_splits is None and stream is None):
+        # The common eager PyTorch call: a few microseconds of host time
+        # (torch_ops._eager); anything it does not take goes the general way.
+        res = _torch_ops._eager(q, k, v, out, causal, scale, layout, return_lse)
+        if res is not None:
+            return res
     if not isinstance(layout, str):
         raise TypeError(f"layout: expected 'bhsd' or 'bshd', got {_type_name(layout)}")
     layout_key = layout.lower()
@@ -396,6 +405,7 @@ def attention(
         # out (a mutating op; copied into it only when autograd records).
         from . import torch_ops
 
+        _torch_ops = torch_ops  # from now on, attention() tries torch_ops._eager first
         return torch_ops._call(
             q, k, v, out=out, causal=bool(causal), scale=scale_value,
             window_left=window_left, window_right=window_right, bshd=bshd,

@@ -29,6 +29,7 @@ formula that raises ``NotImplementedError`` naming the op, so
 producing no gradient.
 """
 
+import math
 import operator
 from typing import Optional
 
@@ -202,6 +203,35 @@ _STRIDED = torch.strided
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _cuda_device = getattr(torch._C, "_cuda_getDevice", None)
 _fast_path = True  # tests switch it off to compare against the custom op path
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_empty_like = torch.empty_like
+_isfinite = math.isfinite
+
+
+def _eager(q, k, v, out, causal, scale, layout, return_lse):
+    """flashcore.attention's shortcut for the common eager call (PyTorch
+    tensors; window, kernel overrides and stream left at their defaults):
+    the argument checks the general path makes with its helpers, made
+    inline. Returns None whenever anything is unusual, and the general path
+    then checks again and raises its usual errors."""
+    if type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor:
+        return None
+    if out is not None and (type(out) is not _Tensor or out.dim() != 4):
+        return None
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return None
+    if layout == "bhsd":
+        bshd = False
+    elif layout == "bshd":
+        bshd = True
+    else:
+        return None
+    if scale is None:
+        scale = 0.0
+    elif type(scale) is not float or not _isfinite(scale):
+        return None
+    return _fast_call(q, k, v, out, bool(causal), scale, -1, -1, bshd, bool(return_lse), 0, 0, 0)
 
 
 def _fast_call(q, k, v, out, causal, scale, window_left, window_right, bshd, return_lse,
@@ -212,20 +242,23 @@ def _fast_call(q, k, v, out, causal, scale, window_left, window_right, bshd, ret
     call needs the custom op: while torch.compile traces, when autograd
     records (so backward() reaches the op's error), for tensor subclasses,
     non-strided or non-CPU/CUDA tensors, and for a device other than the
-    current one. Arguments were validated by flashcore.attention (4-d)."""
-    if not _fast_path or torch.compiler.is_compiling():
+    current one. The tensors are 4-d (checked by the caller)."""
+    if not _fast_path or _is_compiling():
         return None
-    tensors = (q, k, v) if out is None else (q, k, v, out)
     dtype = q.dtype
-    for t in tensors:
-        # One dtype code goes to the library for all four: any mismatch (and
-        # any unsupported dtype) takes the op path, which names the tensor.
-        if type(t) is not _Tensor or t.layout is not _STRIDED or t.dtype is not dtype:
-            return None
+    # One dtype code goes to the library for all four: any mismatch (and any
+    # unsupported dtype) takes the op path, which names the tensor.
+    if (type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor
+            or q.layout is not _STRIDED or k.layout is not _STRIDED or v.layout is not _STRIDED
+            or k.dtype is not dtype or v.dtype is not dtype):
+        return None
+    if out is not None and (type(out) is not _Tensor or out.layout is not _STRIDED or out.dtype is not dtype):
+        return None
     code = _DTYPE_CODES.get(dtype)
     if code is None:
         return None
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+    if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
+                            or (out is not None and out.requires_grad)):
         return None
     dev = q.get_device()
     if dev >= 0:
@@ -238,7 +271,12 @@ def _fast_call(q, k, v, out, causal, scale, window_left, window_right, bshd, ret
         return None
     qs = q.shape
     if out is None:
-        out = torch.empty((qs[0], qs[1], qs[2], v.shape[3]), dtype=q.dtype, device=q.device)
+        # empty_like of a contiguous q is the same contiguous tensor as
+        # torch.empty(shape, dtype=, device=), for a third of the host time.
+        if qs[3] == v.shape[3] and q.is_contiguous():
+            out = _empty_like(q)
+        else:
+            out = torch.empty((qs[0], qs[1], qs[2], v.shape[3]), dtype=dtype, device=q.device)
     lse = None
     if return_lse:
         lse = torch.empty(_lse_shape(q, bshd), dtype=torch.float32, device=q.device)
@@ -247,9 +285,8 @@ def _fast_call(q, k, v, out, causal, scale, window_left, window_right, bshd, ret
         k.data_ptr(), k.shape, k.stride(), k.get_device(),
         v.data_ptr(), v.shape, v.stride(), v.get_device(),
         out.data_ptr(), out.shape, out.stride(), out.get_device(),
-        0 if lse is None else lse.data_ptr(), code, float(scale), bool(causal),
-        int(window_left), int(window_right), bool(bshd), int(block_m), int(block_n),
-        int(num_splits), stream)
+        0 if lse is None else lse.data_ptr(), code, scale, causal,
+        window_left, window_right, bshd, block_m, block_n, num_splits, stream)
     return (out, lse) if return_lse else out
 
 

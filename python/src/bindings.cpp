@@ -282,8 +282,17 @@ flashcore::TensorView raw_view(const char* name, uintptr_t data, int dtype, int 
   v.dtype = kDTypes[dtype];
   v.device = device < 0 ? flashcore::Device::kCPU : flashcore::Device::kCUDA;
   v.device_index = device < 0 ? 0 : device;
-  set_axes(v, layout, [&](int i) { return nb::cast<int64_t>(shape[i]); },
-           [&](int i) { return nb::cast<int64_t>(stride[i]); });
+  // Straight through the C API: this is the per-call hot path of the eager
+  // PyTorch fast path, and shape is a torch.Size (a tuple subclass).
+  auto item = [name](const nb::tuple& t, int i) {
+    const long long x = PyLong_AsLongLong(PyTuple_GET_ITEM(t.ptr(), i));
+    if (x == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      throw nb::type_error((std::string(name) + ": shape and strides must be ints").c_str());
+    }
+    return int64_t(x);
+  };
+  set_axes(v, layout, [&](int i) { return item(shape, i); }, [&](int i) { return item(stride, i); });
   return v;
 }
 

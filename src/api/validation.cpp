@@ -435,25 +435,26 @@ Status check_no_self_overlap(const Named& n) {
 // ------------------------------------------------------------ CUDA pointers
 
 #if FLASHCORE_WITH_CUDA
-// `ptr` must be device (or managed) memory of cuda:`device_index`. `what`
-// names the pointer, `expected` says where it should live (for messages).
-Status check_device_memory(const std::string& what, const void* ptr, int device_index,
-                           const std::string& expected) {
+// `ptr` must be device (or managed) memory of cuda:`device_index`. what()
+// names the pointer, expected() says where it should live: both are called
+// only on error, so a valid call builds no strings (host time per call).
+template <class What, class Expected>
+Status check_device_memory(const void* ptr, int device_index, What what, Expected expected) {
   cudaPointerAttributes attr{};
   const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
   if (err != cudaSuccess) {
     // The error is ours and not sticky; clear it so the caller's next
     // cudaGetLastError() does not report it as theirs.
     (void)cudaGetLastError();
-    return Status(StatusCode::kCudaError, cat("cudaPointerGetAttributes(", what, ") failed: ",
+    return Status(StatusCode::kCudaError, cat("cudaPointerGetAttributes(", what(), ") failed: ",
                                               cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
   }
   if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
     const char* kind = attr.type == cudaMemoryTypeHost ? "pinned host memory" : "host memory unknown to CUDA";
-    return invalid(cat(what, " is ", kind, " but ", expected,
+    return invalid(cat(what(), " is ", kind, " but ", expected(),
                        " (pass device memory, or CPU tensors for the CPU backend)"));
   }
-  if (attr.device != device_index) return invalid(cat(what, " is memory of cuda:", attr.device, " but ", expected));
+  if (attr.device != device_index) return invalid(cat(what(), " is memory of cuda:", attr.device, " but ", expected()));
   return Status::Ok();
 }
 #endif
@@ -463,14 +464,18 @@ Status check_device_memory(const std::string& what, const void* ptr, int device_
 Status check_cuda_pointers(const Named* tensors, int count, const MetadataPointers& metadata) {
 #if FLASHCORE_WITH_CUDA
   for (int i = 0; i < count; ++i) {
-    const TensorView& t = *tensors[i].t;
+    const Named& n = tensors[i];
+    const TensorView& t = *n.t;
     if (is_empty(t)) continue;
-    FC_RETURN_IF_ERROR(check_device_memory(cat(tensors[i].name, ".data"), t.data, t.device_index,
-                                           cat(tensors[i].name, ".device is ", device_str(t))));
+    FC_RETURN_IF_ERROR(check_device_memory(
+        t.data, t.device_index, [&] { return cat(n.name, ".data"); },
+        [&] { return cat(n.name, ".device is ", device_str(t)); }));
   }
   const TensorView& q = *tensors[0].t;
   for (const NamedPointer& n : metadata) {
-    FC_RETURN_IF_ERROR(check_device_memory(n.name, n.ptr, q.device_index, cat("the tensors are on ", device_str(q))));
+    FC_RETURN_IF_ERROR(check_device_memory(
+        n.ptr, q.device_index, [&] { return std::string(n.name); },
+        [&] { return cat("the tensors are on ", device_str(q)); }));
   }
   return Status::Ok();
 #else

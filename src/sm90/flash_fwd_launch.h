@@ -16,9 +16,64 @@
 #include "sm90/gqa_pack.h"
 #include "sm90/kernel_traits.h"
 #include "sm90/launch_attrs.h"
+#include "sm90/recent_cache.h"
 #include "sm90/splitkv_plan.h"
+#include "sm90/tuning_table.h"
 
 namespace flashcore::sm90 {
+
+// What one TMA descriptor encodes besides the tile's compile-time box: the
+// address, the (rows, dim, heads, batch) extents and their element strides
+// (dim's is 1).
+struct GmemView {
+  const void* ptr;
+  int64_t shape[4];
+  int64_t stride[4];
+};
+struct TmaKey {
+  GmemView q, k, v, o;
+};
+constexpr int kTmaCacheSlots = 16;  // per instantiation (recent_cache.h)
+
+template <class Element>
+auto tma_rows_tensor(const GmemView& g) {  // (rows, dim, heads, batch), dim contiguous
+  using namespace cute;
+  return make_tensor(make_gmem_ptr(static_cast<Element*>(const_cast<void*>(g.ptr))),
+                     make_shape(int32_t(g.shape[0]), int32_t(g.shape[1]), int32_t(g.shape[2]), int32_t(g.shape[3])),
+                     make_stride(g.stride[0], _1{}, g.stride[2], g.stride[3]));
+}
+template <class Element>
+auto tma_dim_major_tensor(const GmemView& g) {  // V read as (dim, rows, heads, batch): the PV operand
+  using namespace cute;
+  return make_tensor(make_gmem_ptr(static_cast<Element*>(const_cast<void*>(g.ptr))),
+                     make_shape(int32_t(g.shape[1]), int32_t(g.shape[0]), int32_t(g.shape[2]), int32_t(g.shape[3])),
+                     make_stride(_1{}, g.stride[0], g.stride[2], g.stride[3]));
+}
+
+// The four TMA copies of a call (the paged-cache chunk ones are built apart).
+template <class Traits>
+struct TmaSet {
+  typename Traits::TMA_Q q;
+  typename Traits::TMA_K k;
+  typename Traits::TMA_V v;
+  typename Traits::TMA_O o;
+};
+
+template <class Traits>
+TmaSet<Traits> make_tma_set(const TmaKey& key) {
+  using namespace cute;
+  using Element = typename Traits::Element;
+  return {make_tma_copy(SM90_TMA_LOAD{}, tma_rows_tensor<Element const>(key.q), typename Traits::SmemLayoutQ{},
+                        select<0, 2>(typename Traits::TileShapeQK{}), _1{}),
+          make_tma_copy(SM90_TMA_LOAD{}, tma_rows_tensor<Element const>(key.k),
+                        take<0, 2>(typename Traits::SmemLayoutK{}), select<1, 2>(typename Traits::TileShapeQK{}),
+                        _1{}),
+          make_tma_copy(SM90_TMA_LOAD{}, tma_dim_major_tensor<Element const>(key.v),
+                        take<0, 2>(typename Traits::SmemLayoutVt{}), select<1, 2>(typename Traits::TileShapePV{}),
+                        _1{}),
+          make_tma_copy(SM90_TMA_STORE{}, tma_rows_tensor<Element>(key.o), typename Traits::SmemLayoutO{},
+                        Shape<Int<Traits::kStoreRows>, Int<Traits::kHeadDim>>{}, _1{})};
+}
 
 template <class Traits>
 Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const LaunchPlan& plan, cudaStream_t stream) {
@@ -29,18 +84,6 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   using Element = typename Traits::Element;
   using namespace cute;
 
-  // (rows, dim, heads, batch) views for TMA. Varlen tensors are packed
-  // (batch 1, all tokens as rows); a paged cache is (page rows, dim, heads, pages).
-  auto qkv_tensor = [](const TensorView& t, int64_t seq_extent) {
-    return make_tensor(make_gmem_ptr(static_cast<Element const*>(t.data)),
-                       make_shape(int32_t(seq_extent), int32_t(t.shape[3]), int32_t(t.shape[1]), int32_t(t.shape[0])),
-                       make_stride(t.stride[2], _1{}, t.stride[1], t.stride[0]));
-  };
-  auto vt_tensor = [](const TensorView& t, int64_t seq_extent) {
-    return make_tensor(make_gmem_ptr(static_cast<Element const*>(t.data)),
-                       make_shape(int32_t(t.shape[3]), int32_t(seq_extent), int32_t(t.shape[1]), int32_t(t.shape[0])),
-                       make_stride(_1{}, t.stride[2], t.stride[1], t.stride[0]));
-  };
   // With no keys at all no key block is ever loaded, but a TMA descriptor
   // still needs a non-empty box and a valid address: describe one row of Q instead.
   bool const no_keys = args.k.shape[2] == 0 || args.k.shape[0] == 0;
@@ -54,30 +97,23 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   int64_t const rows = packed ? p.group() : p.seqlen_q;             // per sequence (max for varlen)
   int64_t const q_extent = p.varlen_q ? p.total_q : rows;            // rows of the TMA view
   int64_t const heads = packed ? p.heads_kv : p.heads_q;
-  auto rows_tensor = [&](auto* ptr, const TensorView& t) {
+  // (rows, dim, heads, batch) views for TMA. Varlen tensors are packed
+  // (batch 1, all tokens as rows); a paged cache is (page rows, dim, heads, pages).
+  auto rows_view = [&](const TensorView& t) {
     int64_t const row_stride = packed ? t.stride[1] : t.stride[2];
     int64_t const head_stride = packed ? t.stride[1] * p.group() : t.stride[1];
-    return make_tensor(make_gmem_ptr(ptr),
-                       make_shape(int32_t(q_extent), int32_t(p.head_dim), int32_t(heads), int32_t(t.shape[0])),
-                       make_stride(row_stride, _1{}, head_stride, t.stride[0]));
+    return GmemView{t.data, {q_extent, p.head_dim, heads, t.shape[0]}, {row_stride, 1, head_stride, t.stride[0]}};
   };
-  auto mQ = rows_tensor(static_cast<Element const*>(args.q.data), args.q);
-  auto mO = rows_tensor(static_cast<Element*>(args.out.data), args.out);
-  auto mK = qkv_tensor(k, k_extent);
-  auto mVt = vt_tensor(v, k_extent);
+  auto kv_view = [](const TensorView& t, int64_t seq_extent) {
+    return GmemView{t.data, {seq_extent, t.shape[3], t.shape[1], t.shape[0]}, {t.stride[2], 1, t.stride[1], t.stride[0]}};
+  };
+  TmaKey const key{rows_view(args.q), kv_view(k, k_extent), kv_view(v, k_extent), rows_view(args.out)};
+  static RecentCache<TmaKey, TmaSet<Traits>, kTmaCacheSlots> cache;
+  TmaSet<Traits> const tma = cache.get(key, [&] { return make_tma_set<Traits>(key); });
 
-  KernelParams<Traits> params{
-      make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{},
-                    select<0, 2>(typename Traits::TileShapeQK{}), _1{}),
-      make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}),
-                    select<1, 2>(typename Traits::TileShapeQK{}), _1{}),
-      make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename Traits::SmemLayoutVt{}),
-                    select<1, 2>(typename Traits::TileShapePV{}), _1{}),
-      make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutO{},
-                    Shape<Int<Traits::kStoreRows>, Int<Traits::kHeadDim>>{}, _1{}),
-      // The paged-cache chunk descriptors stay empty (never read) unless the
-      // call is paged: encoding them costs host time on every call.
-  };
+  KernelParams<Traits> params{tma.q, tma.k, tma.v, tma.o};
+  // The paged-cache chunk descriptors stay empty (never read) unless the
+  // call is paged (below).
   params.batch = int32_t(p.batch);
   params.heads_q = int32_t(heads);
   params.heads_kv = int32_t(p.heads_kv);
@@ -99,8 +135,8 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   params.o_stride_b = st[0], params.o_stride_h = st[1], params.o_stride_s = st[2];
 
   if (Traits::kServing && p.paged && !no_keys) {
-    auto mKp = qkv_tensor(args.k, p.page_size);
-    auto mVp = vt_tensor(args.v, p.page_size);
+    auto mKp = tma_rows_tensor<Element const>(kv_view(args.k, p.page_size));
+    auto mVp = tma_dim_major_tensor<Element const>(kv_view(args.v, p.page_size));
     params.tma_k_chunk = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename Traits::SmemLayoutKChunk{},
                                        Shape<Int<Traits::kChunk>, Int<Traits::kHeadDim>>{}, _1{});
     params.tma_v_chunk = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename Traits::SmemLayoutVtChunk{},
@@ -144,11 +180,10 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   int const sms = device_sm_count(dev);
   int const grid = int(tiles < sms ? tiles : sms);
   // Causal-like masks make tile costs differ: deal them in balanced pairs
-  // (tile_scheduler.h) once every CTA has several tiles anyway. With fewer
-  // tiles, pairing would only leave SMs idle.
+  // (tile_scheduler.h) once some CTA gets two tiles (tuning_table.h).
   // Per-sequence lengths (serving) and split chunks break the pairing's premise.
   params.paired_tiles = !packed && !p.has_per_seq_lengths() && plan.split.split_keys == 0 &&
-                        p.window_right < p.seqlen_k && tiles >= 2 * int64_t(sms);
+                        p.window_right < p.seqlen_k && pair_tiles(tiles, sms);
   // A programmatic dependent of the previous kernel in the stream
   // (launch_attrs.h): its launch and prologue overlap that kernel's tail.
   params.trigger_dependents_early = pdl_trigger_early();

@@ -6,7 +6,8 @@
 // (batch, head) are consecutive and CTA b takes tile k*grid + b, so CTAs that
 // run at the same time share K/V in L2.
 //
-// With a causal-like mask (and at least two tiles per CTA) a query block costs as many key blocks as lie left
+// With a causal-like mask (and more tiles than CTAs: tuning_table.h pair_tiles)
+// a query block costs as many key blocks as lie left
 // of its diagonal. Tiles are then dealt in pairs: query block i and block
 // num_m-1-i of the same head, whose costs add up to the same total for every
 // pair, so a round-robin over pairs gives every CTA nearly equal work, and

@@ -35,13 +35,27 @@ inline int tuned_stages(int head_dim, int block_m, bool masked, int64_t seqlen_k
   return !serving && head_dim == 128 && block_m == 128 && long_unmasked ? 3 : 0;
 }
 
+// triangular: a plain call (no per-sequence lengths) whose mask makes tile
+// costs differ (causal or a right window: tile_scheduler.h pairs its tiles).
+// When its 128-row tiles fit in one wave, the time is that of the longest
+// tile (all of its key blocks); 64-row tiles dealt in pairs (query block i
+// with num_m-1-i) give every CTA about half of that at ~0.8x the cost per
+// key block. On an H100, fp16 B1 H16 S1024 D64 causal: see
+// bench/results/2026-11-22c-h100 (latency-breakdown, same process).
 inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, int64_t tiles_of_128_rows, int num_sms,
-                             bool gqa_packed_decode) {
+                             bool gqa_packed_decode, bool triangular = false) {
   int const block_n = head_dim == 256 ? 64 : 128;
   bool const has_m64 = head_dim == 64 || head_dim == 128;
   bool const small = tiles_of_128_rows * 2 <= num_sms;
+  bool const one_triangular_wave = triangular && tiles_of_128_rows <= num_sms;
   // Packed decode has at most `group` (<= 64 in practice) valid rows a tile.
-  return {has_m64 && (small || gqa_packed_decode) ? 64 : 128, block_n, 0};
+  return {has_m64 && (small || gqa_packed_decode || one_triangular_wave) ? 64 : 128, block_n, 0};
 }
+
+// Whether the tiles of a call with a causal-like mask are dealt in pairs
+// (tile_scheduler.h): as soon as some CTA would get two tiles. With at most
+// one tile per CTA pairing would only leave SMs idle; with more, the two
+// tiles a CTA gets round-robin can add up to almost twice the longest.
+inline bool pair_tiles(int64_t tiles, int num_sms) { return tiles > num_sms; }
 
 }  // namespace flashcore::sm90

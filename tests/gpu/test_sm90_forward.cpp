@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "flashcore/attention.h"
@@ -204,6 +205,52 @@ TEST(Sm90Forward, RepeatedRunsAreBitwiseIdentical) {
   }
 }
 
+// The host caches TMA descriptors by (address, extents, strides)
+// (sm90/recent_cache.h): the same buffers seen as another problem, as a
+// caching allocator hands them out, must get descriptors of their own.
+TEST(Sm90Forward, SameBuffersAsAnotherProblemGetTheirOwnDescriptors) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t len : {129, 300}) {  // fewer, then as many rows and keys as before
+    Case a;
+    a.dtype = DType::kFloat16;
+    a.heads_q = a.heads_kv = 2;
+    a.seqlen_q = a.seqlen_k = 300;
+    a.seed = data_seed();
+    Case b = a;
+    b.seqlen_q = len;
+    b.seqlen_k = len == 300 ? 200 : len;  // same q/out views as a, shorter k/v
+    b.seed = data_seed() + 1;
+    CaseTensors ha(a), hb(b);
+    GpuRun ga(ha), gb(hb);
+    ASSERT_TRUE(ga.run().ok());  // caches a's descriptors
+    ASSERT_TRUE(gb.run().ok());
+    std::vector<unsigned char> const want = gb.out->bytes(), want_lse = gb.lse->bytes();
+    // b's inputs copied into a's (at least as large) contiguous buffers, then
+    // b's problem run on a's addresses.
+    auto bytes_of = [](const flashcore::TensorView& t) { return size_t(t.numel()) * flashcore::dtype_size(t.dtype); };
+    flashcore::AttentionArgs args = gb.args;
+    for (auto [from, to, arg] : {std::tuple{gb.q.get(), ga.q.get(), &args.q}, {gb.k.get(), ga.k.get(), &args.k},
+                                 {gb.v.get(), ga.v.get(), &args.v}, {gb.out.get(), ga.out.get(), &args.out},
+                                 {gb.lse.get(), ga.lse.get(), &args.lse}}) {
+      ASSERT_EQ(cudaMemcpy(to->view.data, from->view.data, bytes_of(from->view), cudaMemcpyDeviceToDevice),
+                cudaSuccess);
+      arg->data = to->view.data;
+    }
+    ga.out->poison();
+    ga.lse->poison();
+    flashcore::Status st = flashcore::attention_forward(args);
+    ASSERT_TRUE(st.ok()) << st.message();
+    gb.out->poison();
+    gb.lse->poison();
+    for (auto [from, to] : {std::pair{ga.out.get(), gb.out.get()}, {ga.lse.get(), gb.lse.get()}}) {
+      ASSERT_EQ(cudaMemcpy(to->view.data, from->view.data, bytes_of(to->view), cudaMemcpyDeviceToDevice),
+                cudaSuccess);
+    }
+    EXPECT_EQ(gb.out->bytes(), want) << "seqlen " << len;
+    EXPECT_EQ(gb.lse->bytes(), want_lse) << "seqlen " << len;
+  }
+}
+
 // A sequence's output must not depend on the batch it is computed in.
 TEST(Sm90Forward, BatchInvariant) {
   SKIP_WITHOUT_GPU();
@@ -293,6 +340,23 @@ TEST(Sm90Forward, BlockMDoesNotChangeResults) {
     EXPECT_EQ(a.out->bytes(), b.out->bytes()) << "head_dim " << d;
     EXPECT_EQ(a.lse->bytes(), b.lse->bytes()) << "head_dim " << d;
   }
+  // One wave of 128-row causal tiles (B1 H16 S1024): dispatch runs 64-row
+  // tiles dealt in pairs (tuning_table.h); the same bits as one unpaired wave
+  // of 128-row tiles, and right.
+  Case c;
+  c.dtype = DType::kFloat16;
+  c.heads_q = c.heads_kv = 16;
+  c.seqlen_q = c.seqlen_k = 1024;
+  c.causal = true;
+  c.seed = data_seed() + 7;
+  CaseTensors host(c);
+  GpuRun a(host), b(host);
+  b.args.config.block_m = 128;
+  ASSERT_TRUE(a.run().ok());
+  ASSERT_TRUE(b.run().ok());
+  EXPECT_EQ(a.out->bytes(), b.out->bytes());
+  EXPECT_EQ(a.lse->bytes(), b.lse->bytes());
+  EXPECT_LT(rel_frobenius(a.out->to_vector(), host.naive(c).out), tolerance(c.dtype));
 }
 
 TEST(Sm90Forward, UncompiledTileOverrideIsAClearError) {

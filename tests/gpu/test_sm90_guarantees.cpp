@@ -140,11 +140,20 @@ TEST(Sm90Guarantees, NaNStaysInTheRowsItTouches) {
 }
 
 // dudect-style: time one shape on fixed classes of input, interleaved in a
-// random order; Welch's t between every class and the random-normal one must
-// stay under 4.5. Every class runs in the same buffers (its data is copied in
-// before each timed call, outside the timed region), so buffer placement in
-// L2/DRAM cannot masquerade as a data dependence; a second random-normal set
-// is a control class.
+// random order, and compare every class with the random-normal one. Every
+// class runs in the same buffers (its data is copied in before each timed
+// call, outside the timed region), so buffer placement in L2/DRAM cannot
+// masquerade as a data dependence; a second random-normal set is a control.
+//
+// The bound is on the size of the difference (under 3% of the mean), not on
+// Welch's t alone: the H100's tensor cores draw less power on low-entropy
+// operands, so any tensor-core kernel runs measurably faster on all-equal
+// data with 10^4 samples a class. tools/timing-control measures it in one
+// run: a cuBLAS GEMM 5.5% faster on all-equal inputs (t = -203), flashcore
+// 0.8% (t = -28) (bench/results/2026-11-22c-h100). A data-dependent branch
+// (skipping blocks, a slow path for huge or dominant values) costs far more
+// than 3%; the code side of the guarantee is the SASS audit
+// (tools/sass-audit: no branch on loaded data).
 TEST(Sm90Guarantees, TimingDoesNotDependOnTheData) {
   SKIP_WITHOUT_GPU();
   Case c;
@@ -223,9 +232,10 @@ TEST(Sm90Guarantees, TimingDoesNotDependOnTheData) {
     double m, v, n;
     stats(times[k], m, v, n);
     double t = (m - m0) / std::sqrt(v / n + v0 / n0);
-    std::printf("[gpu tests] timing: %-18s vs random: mean %.3f vs %.3f us, Welch t = %+.2f (n = %.0f, %.0f)\n",
-                names[k], m, m0, t, n, n0);
-    EXPECT_LT(std::fabs(t), 4.5) << names[k];
+    double const rel = (m - m0) / m0;
+    std::printf("[gpu tests] timing: %-18s vs random: mean %.3f vs %.3f us (%+.2f%%), Welch t = %+.2f (n = %.0f, %.0f)\n",
+                names[k], m, m0, 100.0 * rel, t, n, n0);
+    EXPECT_LT(std::fabs(rel), 0.03) << names[k] << ": Welch t = " << t;
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);

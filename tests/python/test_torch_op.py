@@ -363,3 +363,62 @@ def test_eager_fast_path_matches_the_custom_op_bitwise(device, dtype, monkeypatc
     # The same errors as the op path: a dtype mismatch is named.
     with pytest.raises((TypeError, ValueError), match="k"):
         flashcore.attention(q, k.float() if dtype != torch.float32 else k.half(), v)
+
+
+@pytest.mark.parametrize("device,dtype", CASES)
+def test_eager_shortcut_matches_the_custom_op_bitwise(device, dtype, monkeypatch):
+    """Calls with window, overrides and stream at their defaults take
+    torch_ops._eager (checks inline, then the raw-pointer call): bit for bit
+    the custom op's results, a contiguous output like the op's, and for
+    anything unusual the general path with its usual errors."""
+    from flashcore import torch_ops
+
+    flashcore.attention(*_qkv(device, dtype, sq=5, sk=5))  # imports torch_ops: the shortcut is armed
+    eager_calls = []
+    real_eager = torch_ops._eager
+
+    def spy(*a):
+        res = real_eager(*a)
+        eager_calls.append(res is not None)
+        return res
+
+    monkeypatch.setattr(torch_ops, "_eager", spy)
+    calls = _record_native_calls(monkeypatch)
+    q, k, v = _qkv(device, dtype, sq=37, sk=50, seed=4)
+    cases = [
+        ((q, k, v), dict()),
+        ((q, k, v), dict(causal=True, scale=0.3, return_lse=True)),
+        (tuple(t.transpose(1, 2) for t in (q, k, v)), dict(layout="bshd", causal=True)),  # strided views
+        (tuple(t.transpose(1, 2).contiguous() for t in (q, k, v)), dict(layout="bshd", return_lse=True)),
+    ]
+    for args, kw in cases:
+        monkeypatch.setattr(torch_ops, "_fast_path", True)
+        fast = flashcore.attention(*args, **kw)
+        fast_into = torch.full_like(fast[0] if isinstance(fast, tuple) else fast, float("nan"))
+        flashcore.attention(*args, out=fast_into, **kw)
+        monkeypatch.setattr(torch_ops, "_fast_path", False)
+        slow = flashcore.attention(*args, **kw)
+        fast, slow = (fast, slow) if isinstance(fast, tuple) else ((fast,), (slow,))
+        for a, b in zip(fast, slow):
+            assert torch.equal(a, b) and a.stride() == b.stride() and a.is_contiguous()
+        assert torch.equal(fast_into, slow[0])
+    assert [c["path"] for c in calls] == ["fast", "fast", "op"] * len(cases)
+    assert eager_calls == [True, True, False] * len(cases)  # _fast_path off: the shortcut declines
+
+    # Unusual arguments go the general way (fast path still), same results.
+    monkeypatch.setattr(torch_ops, "_fast_path", True)
+    del eager_calls[:], calls[:]
+    ref = flashcore.attention(q, k, v, scale=0.5)
+    assert torch.equal(flashcore.attention(q, k, v, scale=torch.tensor(0.5).item()), ref)
+    assert torch.equal(flashcore.attention(q, k, v, scale=np.float32(0.5)), ref)  # not a Python float
+    assert torch.equal(flashcore.attention(*(t.transpose(1, 2) for t in (q, k, v)), layout="BSHD", scale=0.5),
+                       ref.transpose(1, 2))
+    assert eager_calls == [True, True, False, False]
+    assert [c["path"] for c in calls] == ["fast"] * 4
+    # ... and bad ones raise what the general path raises.
+    with pytest.raises(ValueError, match=r"q: expected a 4-d array"):
+        flashcore.attention(q[0], k, v)
+    with pytest.raises(ValueError, match=r"scale: must be finite"):
+        flashcore.attention(q, k, v, scale=float("inf"))
+    with pytest.raises(ValueError, match=r"layout: expected 'bhsd' or 'bshd'"):
+        flashcore.attention(q, k, v, layout="sbhd")

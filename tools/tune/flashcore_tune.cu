@@ -21,19 +21,11 @@
 #include "common/half_convert.h"
 #include "flashcore/attention.h"
 #include "sm90/kernel_registry.h"
+#include "tool_check_cuda.h"
 
 using flashcore::DType;
 
 namespace {
-
-#define CHECK_CUDA(expr)                                                                  \
-  do {                                                                                    \
-    cudaError_t e_ = (expr);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
 
 // Uniform values in +-[0.05, 1) from a counter hash: fresh data without a
 // host round trip, never zero.
