@@ -35,13 +35,15 @@ inline int tuned_stages(int head_dim, int block_m, bool masked, int64_t seqlen_k
   return !serving && head_dim == 128 && block_m == 128 && long_unmasked ? 3 : 0;
 }
 
-// triangular: a plain call (no per-sequence lengths) whose mask makes tile
-// costs differ (causal or a right window: tile_scheduler.h pairs its tiles).
+// triangular: a plain call (no per-sequence lengths) whose tile costs grow
+// along the query blocks (a right window such as causal, no left window; a
+// sliding window's tiles cost about the same and keep 128 rows).
 // When its 128-row tiles fit in one wave, the time is that of the longest
 // tile (all of its key blocks); 64-row tiles dealt in pairs (query block i
-// with num_m-1-i) give every CTA about half of that at ~0.8x the cost per
-// key block. On an H100, fp16 B1 H16 S1024 D64 causal: see
-// bench/results/2026-11-22c-h100 (latency-breakdown, same process).
+// with num_m-1-i, twice as many tiles) give every CTA about as many key
+// blocks, each at ~0.8x the time (half the rows, one consumer warpgroup).
+// On an H100, fp16 B1 H16 S1024 D64 causal: 11.78 us against 12.64 us
+// (bench/results/2026-11-22c-h100, tools/latency-breakdown, same process).
 inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, int64_t tiles_of_128_rows, int num_sms,
                              bool gqa_packed_decode, bool triangular = false) {
   int const block_n = head_dim == 256 ? 64 : 128;
