@@ -209,17 +209,34 @@ _empty_like = torch.empty_like
 _isfinite = math.isfinite
 
 
+def _plain_dtype_code(q, k, v, out):
+    """The dtype code the native library takes when q, k, v (and out) are
+    plain strided torch.Tensors of one supported dtype and the fast path may
+    run (not while torch.compile traces); else None. Anything else takes the
+    op path, which names the offending tensor."""
+    if not _fast_path or _is_compiling():
+        return None
+    if type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor:
+        return None
+    dtype = q.dtype
+    if (q.layout is not _STRIDED or k.layout is not _STRIDED or v.layout is not _STRIDED
+            or k.dtype is not dtype or v.dtype is not dtype):
+        return None
+    if out is not None and (type(out) is not _Tensor or out.layout is not _STRIDED or out.dtype is not dtype):
+        return None
+    return _DTYPE_CODES.get(dtype)
+
+
 def _eager(q, k, v, out, causal, scale, layout, return_lse):
     """flashcore.attention's shortcut for the common eager call (PyTorch
     tensors; window, kernel overrides and stream left at their defaults):
     the argument checks the general path makes with its helpers, made
     inline. Returns None whenever anything is unusual, and the general path
     then checks again and raises its usual errors."""
-    if type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor:
+    code = _plain_dtype_code(q, k, v, out)
+    if code is None:
         return None
-    if out is not None and (type(out) is not _Tensor or out.dim() != 4):
-        return None
-    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4 or (out is not None and out.dim() != 4):
         return None
     if layout == "bhsd":
         bshd = False
@@ -231,7 +248,7 @@ def _eager(q, k, v, out, causal, scale, layout, return_lse):
         scale = 0.0
     elif type(scale) is not float or not _isfinite(scale):
         return None
-    return _fast_call(q, k, v, out, bool(causal), scale, -1, -1, bshd, bool(return_lse), 0, 0, 0)
+    return _launch_ptrs(q, k, v, out, code, bool(causal), scale, -1, -1, bshd, bool(return_lse), 0, 0, 0)
 
 
 def _fast_call(q, k, v, out, causal, scale, window_left, window_right, bshd, return_lse,
@@ -239,24 +256,20 @@ def _fast_call(q, k, v, out, causal, scale, window_left, window_right, bshd, ret
     """Plain eager calls, straight to the native library: no dispatcher, no
     autograd node, no DLPack capsules (the custom op path costs tens of
     microseconds of host time a call; this one a few). Returns None when the
-    call needs the custom op: while torch.compile traces, when autograd
-    records (so backward() reaches the op's error), for tensor subclasses,
-    non-strided or non-CPU/CUDA tensors, and for a device other than the
-    current one. The tensors are 4-d (checked by the caller)."""
-    if not _fast_path or _is_compiling():
-        return None
-    dtype = q.dtype
-    # One dtype code goes to the library for all four: any mismatch (and any
-    # unsupported dtype) takes the op path, which names the tensor.
-    if (type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor
-            or q.layout is not _STRIDED or k.layout is not _STRIDED or v.layout is not _STRIDED
-            or k.dtype is not dtype or v.dtype is not dtype):
-        return None
-    if out is not None and (type(out) is not _Tensor or out.layout is not _STRIDED or out.dtype is not dtype):
-        return None
-    code = _DTYPE_CODES.get(dtype)
+    call needs the custom op (_plain_dtype_code, _launch_ptrs). The tensors
+    are 4-d (checked by the caller)."""
+    code = _plain_dtype_code(q, k, v, out)
     if code is None:
         return None
+    return _launch_ptrs(q, k, v, out, code, causal, scale, window_left, window_right, bshd, return_lse,
+                        block_m, block_n, num_splits)
+
+
+def _launch_ptrs(q, k, v, out, code, causal, scale, window_left, window_right, bshd, return_lse,
+                 block_m, block_n, num_splits):
+    """The raw-pointer call for plain tensors (_plain_dtype_code). Returns
+    None when autograd records (so backward() reaches the op's error) and for
+    a device other than the current CUDA device or the CPU."""
     if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
                             or (out is not None and out.requires_grad)):
         return None
@@ -276,7 +289,7 @@ def _fast_call(q, k, v, out, causal, scale, window_left, window_right, bshd, ret
         if qs[3] == v.shape[3] and q.is_contiguous():
             out = _empty_like(q)
         else:
-            out = torch.empty((qs[0], qs[1], qs[2], v.shape[3]), dtype=dtype, device=q.device)
+            out = torch.empty((qs[0], qs[1], qs[2], v.shape[3]), dtype=q.dtype, device=q.device)
     lse = None
     if return_lse:
         lse = torch.empty(_lse_shape(q, bshd), dtype=torch.float32, device=q.device)

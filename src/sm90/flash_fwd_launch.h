@@ -179,11 +179,9 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   }
   int const sms = device_sm_count(dev);
   int const grid = int(tiles < sms ? tiles : sms);
-  // Causal-like masks make tile costs differ: deal them in balanced pairs
-  // (tile_scheduler.h) once some CTA gets two tiles (tuning_table.h).
-  // Per-sequence lengths (serving) and split chunks break the pairing's premise.
-  params.paired_tiles = !packed && !p.has_per_seq_lengths() && plan.split.split_keys == 0 &&
-                        p.window_right < p.seqlen_k && pair_tiles(tiles, sms);
+  // Tiles of differing cost are dealt in balanced pairs (tile_scheduler.h)
+  // once some CTA gets two (tuning_table.h).
+  params.paired_tiles = costs_vary_by_tile(p) && pair_tiles(tiles, sms);
   // A programmatic dependent of the previous kernel in the stream
   // (launch_attrs.h): its launch and prologue overlap that kernel's tail.
   params.trigger_dependents_early = pdl_trigger_early();

@@ -124,11 +124,8 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
   bool const packed = packs_gqa(p);
   int64_t const tiles_128 = packed ? p.heads_kv * p.batch  // decode: one tile per KV head
                                    : (p.seqlen_q + 127) / 128 * p.heads_q * p.batch;
-  // Tile costs grow along the query blocks (causal, no left window): see tuning_table.h.
-  bool const triangular =
-      !packed && !p.has_per_seq_lengths() && p.window_right < p.seqlen_k && p.window_left >= p.seqlen_k;
-  TileChoice tile =
-      tuned_tile(p.dtype, int(p.head_dim), tiles_128, device_sm_count(p.device_index), packed, triangular);
+  TileChoice tile = tuned_tile(p.dtype, int(p.head_dim), tiles_128, device_sm_count(p.device_index), packed,
+                               triangular_costs(p));
   if (p.config.block_m > 0) tile.block_m = p.config.block_m;
   if (p.config.block_n > 0) tile.block_n = p.config.block_n;
   // Serving calls (per-sequence lengths) run the serving variant of the

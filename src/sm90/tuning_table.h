@@ -14,7 +14,9 @@
 
 #include <cstdint>
 
+#include "common/problem.h"
 #include "flashcore/attention.h"
+#include "sm90/gqa_pack.h"
 
 namespace flashcore::sm90 {
 
@@ -35,11 +37,19 @@ inline int tuned_stages(int head_dim, int block_m, bool masked, int64_t seqlen_k
   return !serving && head_dim == 128 && block_m == 128 && long_unmasked ? 3 : 0;
 }
 
-// triangular: a plain call (no per-sequence lengths) whose tile costs grow
-// along the query blocks (a right window such as causal, no left window; a
-// sliding window's tiles cost about the same and keep 128 rows).
-// When its 128-row tiles fit in one wave, the time is that of the longest
-// tile (all of its key blocks); 64-row tiles dealt in pairs (query block i
+// A plain call whose mask makes tile costs differ between query blocks (a
+// right window, such as causal): its tiles are dealt in cost-balanced pairs
+// (tile_scheduler.h, pair_tiles below). Per-sequence lengths (serving calls,
+// the only ones that split keys) and packed decode break the pairing's premise.
+inline bool costs_vary_by_tile(const Problem& p) {
+  return !packs_gqa(p) && !p.has_per_seq_lengths() && p.window_right < p.seqlen_k;
+}
+// ... and grow along the query blocks (no left window: a sliding window's
+// tiles cost about the same and keep 128 rows).
+inline bool triangular_costs(const Problem& p) { return costs_vary_by_tile(p) && p.window_left >= p.seqlen_k; }
+
+// triangular (triangular_costs of the call): when its 128-row tiles fit in
+// one wave, the time is that of the longest tile (all of its key blocks); 64-row tiles dealt in pairs (query block i
 // with num_m-1-i, twice as many tiles) give every CTA about as many key
 // blocks, each at ~0.8x the time (half the rows, one consumer warpgroup).
 // On an H100, fp16 B1 H16 S1024 D64 causal: 11.78 us against 12.64 us
