@@ -3,11 +3,17 @@
 // so the blocks that need element masking (the diagonal, the seqlen_k tail)
 // come first and the loop body after them is mask-free.
 //
-// Intra-warpgroup overlap: while the tensor cores compute S_j = Q·K_jᵀ and
+// Overlap inside a warpgroup (64-row tiles: one consumer warpgroup, see
+// kOverlapSoftmax): while the tensor cores compute S_j = Q·K_jᵀ and
 // O += P_{j-1}·V_{j-1} (both issued asynchronously), the warpgroup waits only
-// for S_j, runs the softmax of block j, then waits for the P·V product and
-// rescales O. The softmax of one block thus hides under the P·V of the
-// previous one.
+// for S_j, runs the softmax of block j, then waits for the P·V product. The
+// softmax of one block thus hides under the P·V of the previous one. O is
+// rescaled for block j's row maxima between the issue of S_{j+1} and that of
+// P_j·V_j, under the Q·Kᵀ product: the same operations in the same order as
+// rescaling right after the wait (O·r_j + P_j·V_j), so every tile shape gives
+// bitwise the same rows. With two consumer warpgroups (128-row tiles) each
+// one's softmax runs while the tensor cores work on the other's products
+// (ping-pong), after its own products are done.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -34,6 +40,13 @@ struct MainloopMma {
   // Named barriers 1..kNumWG (0 is the epilogue's): barrier 1 + w opens
   // warpgroup w's turn to issue WGMMAs.
   static constexpr int kTurnBarrier = 1;
+  // Whether the softmax of block j overlaps the P·V product of block j-1
+  // (header comment). Only a lone consumer warpgroup does it: with two, the
+  // other warpgroup's products already fill the tensor cores during one's
+  // softmax (ping-pong), and adding the overlap made 128-row tiles
+  // slower on an H100 (2-11%: fp16/bf16, head dims 64-256, causal and not), while it
+  // made 64-row tiles 6-17% faster (bench/results/2026-11-22d-h100/).
+  static constexpr bool kOverlapSoftmax = !Traits::kPingPong;
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
   static constexpr int kRows = 2;
@@ -105,6 +118,14 @@ struct MainloopMma {
     softmax.step(s_rc, rescale);
     convert_into(tSrS, rP);
 
+    auto rescale_o = [&] {
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= rescale[r];
+      }
+    };
+
     for (--n; n >= n_min; --n) {
       PipelineState next_state = read_state;
       ++next_state;
@@ -112,25 +133,27 @@ struct MainloopMma {
       pipeline_v.consumer_wait(read_state);
       turn_begin();
       wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
+      if constexpr (kOverlapSoftmax) rescale_o();  // for the previous block's maxima, before its P·V
       wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
       turn_end();
       warpgroup_wait<1>();  // S_j is ready; P·V of the previous block still running
       pipeline_k.consumer_release(next_state);
       if (mask.needs_mask(m_block, n)) mask.apply(s_rc, coord_rc, m_block, n);
       softmax.step(s_rc, rescale);
-      warpgroup_wait<0>();  // P·V done: O can be rescaled, P and V_j-1 reused
+      // ptxas schedules within a basic block and would hoist the wait below
+      // (it has no register operands) above the softmax, which then runs only
+      // after the P·V product it is meant to overlap: end the block here.
+      if constexpr (kOverlapSoftmax) basic_block_boundary(n);
+      warpgroup_wait<0>();  // P·V done: P and V_j-1 may be reused
       pipeline_v.consumer_release(read_state);
-      CUTLASS_PRAGMA_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= rescale[r];
-      }
+      if constexpr (!kOverlapSoftmax) rescale_o();
       convert_into(tSrS, rP);
       read_state = next_state;
     }
 
     pipeline_v.consumer_wait(read_state);
     turn_begin();
+    if constexpr (kOverlapSoftmax) rescale_o();
     wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
     turn_end();
     warpgroup_wait<0>();

@@ -32,9 +32,9 @@ struct TileChoice {
 // against cuDNN) it is 1.5-5% faster without a mask from 2k keys up and
 // 2-15% slower for shorter or causal sequences, which have few key blocks per
 // tile. The stage count changes no arithmetic: any choice is bit-identical.
-inline int tuned_stages(int head_dim, int block_m, bool masked, int64_t seqlen_k, bool serving) {
+inline int tuned_stages(int head_dim, int block_m, int block_n, bool masked, int64_t seqlen_k, bool serving) {
   bool const long_unmasked = !masked && seqlen_k >= 2048;
-  return !serving && head_dim == 128 && block_m == 128 && long_unmasked ? 3 : 0;
+  return !serving && head_dim == 128 && block_m == 128 && block_n == 128 && long_unmasked ? 3 : 0;
 }
 
 // A plain call whose mask makes tile costs differ between query blocks (a

@@ -31,6 +31,19 @@ CUTE_DEVICE void wgmma_tile(TiledMma& tiled_mma, TA const& tCrA, TB const& tCrB,
   if constexpr (kIsRS) warpgroup_fence_operand(const_cast<TA&>(tCrA));
 }
 
+// Ends the current basic block, which ptxas's instruction scheduler does not
+// cross: work placed before it stays before what follows, such as a
+// warpgroup_wait that the scheduler would otherwise hoist above independent
+// register arithmetic. The branch tests an index the caller knows is never
+// negative (the compiler cannot prove it): never taken, and never dependent
+// on tensor values. Its body must be something ptxas does not turn into a
+// predicated instruction inside the block (a __syncwarp was, in the 64-row
+// kernels, which undid the boundary); a nanosleep is not.
+// tests/python/test_sass_audit.py checks the resulting order in the SASS.
+CUTE_DEVICE void basic_block_boundary(int never_negative) {
+  if (never_negative < 0) asm volatile("nanosleep.u32 0;");
+}
+
 // WGMMA accumulator ((2, 2, N/8), MMA_M, MMA_N) -> ((2, MMA_M), (2, N/8, MMA_N)):
 // mode 0 indexes the rows a thread holds, mode 1 its columns.
 template <class Layout>

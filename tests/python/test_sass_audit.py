@@ -218,3 +218,34 @@ def test_flashcore_kernels_have_no_data_dependent_branch_and_no_local_memory():
         assert r.branches > 0
         assert r.violations == [], f"{r.name}: " + "; ".join(r.violations)
         assert r.local_memory == 0, f"{r.name}: {r.local_memory} local-memory instructions"
+
+
+# ------------------------------------------------- softmax under the P·V product
+def _exps_between_waits(sass: str) -> list[int]:
+    """For each `wait until one wgmma batch is left` (the loop's wait for
+    S = Q·Kᵀ), the MUFU.EX2 instructions before the next full wait (for P·V)."""
+    counts, inside = [], None
+    for line in sass.splitlines():
+        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line:
+            inside = 0
+        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line and inside is not None:
+            counts.append(inside)
+            inside = None
+        elif inside is not None and "MUFU.EX2" in line:
+            inside += 1
+    return counts
+
+
+def test_single_warpgroup_kernels_run_the_softmax_under_the_pv_product():
+    # 64-row tiles (one consumer warpgroup) compute a block's softmax while the
+    # previous block's P·V runs (src/sm90/mainloop_mma.h). ptxas would hoist
+    # the P·V wait above the softmax unless a basic block ends between them
+    # (wgmma_utils.h: basic_block_boundary): every exp2 of the block (64 a
+    # thread for 64x128 scores) must lie between the two waits.
+    objects = [o for o in _kernel_objects() if "_m64_" in os.path.basename(o)]
+    if not objects:
+        pytest.skip("no sm90 kernel objects in the build dir (built without CUDA)")
+    for o in objects:
+        counts = _exps_between_waits(audit.dump_sass(o, _cuobjdump()))
+        assert counts, f"{os.path.basename(o)}: no wait for Q·Kᵀ with P·V in flight"
+        assert min(counts) >= 64, f"{os.path.basename(o)}: exp2s between the waits: {counts}"
