@@ -43,9 +43,9 @@ struct MainloopMma {
   // Whether the softmax of block j overlaps the P·V product of block j-1
   // (header comment). Only a lone consumer warpgroup does it: with two, the
   // other warpgroup's products already fill the tensor cores during one's
-  // softmax (ping-pong), and adding the overlap made 128-row tiles
-  // slower on an H100 (2-11%: fp16/bf16, head dims 64-256, causal and not), while it
-  // made 64-row tiles 6-17% faster (bench/results/2026-11-22d-h100/).
+  // softmax (ping-pong), and adding the overlap made 128-row tiles 2-11%
+  // slower on an H100 (fp16/bf16, head dims 64-256, causal and not), while
+  // it made 64-row tiles 6-17% faster (bench/results/2026-11-22d-h100/).
   static constexpr bool kOverlapSoftmax = !Traits::kPingPong;
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).

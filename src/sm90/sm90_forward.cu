@@ -157,7 +157,7 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
     }
     plan.workspace = args.workspace;
   }
-  tile.stages = tuned_stages(int(p.head_dim), tile.block_m, tile.block_n, p.has_mask(), p.seqlen_k, serving);
+  tile.stages = tuned_stages(int(p.head_dim), tile.block_m, p.has_mask(), p.seqlen_k, serving);
   const KernelEntry* k = find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, tile.stages);
   if (k == nullptr) {
     return Status(StatusCode::kNotSupported,

@@ -32,9 +32,9 @@ struct TileChoice {
 // against cuDNN) it is 1.5-5% faster without a mask from 2k keys up and
 // 2-15% slower for shorter or causal sequences, which have few key blocks per
 // tile. The stage count changes no arithmetic: any choice is bit-identical.
-inline int tuned_stages(int head_dim, int block_m, int block_n, bool masked, int64_t seqlen_k, bool serving) {
+inline int tuned_stages(int head_dim, int block_m, bool masked, int64_t seqlen_k, bool serving) {
   bool const long_unmasked = !masked && seqlen_k >= 2048;
-  return !serving && head_dim == 128 && block_m == 128 && block_n == 128 && long_unmasked ? 3 : 0;
+  return !serving && head_dim == 128 && block_m == 128 && long_unmasked ? 3 : 0;
 }
 
 // A plain call whose mask makes tile costs differ between query blocks (a
@@ -49,9 +49,10 @@ inline bool costs_vary_by_tile(const Problem& p) {
 inline bool triangular_costs(const Problem& p) { return costs_vary_by_tile(p) && p.window_left >= p.seqlen_k; }
 
 // triangular (triangular_costs of the call): when its 128-row tiles fit in
-// one wave, the time is that of the longest tile (all of its key blocks); 64-row tiles dealt in pairs (query block i
-// with num_m-1-i, twice as many tiles) give every CTA about as many key
-// blocks, each at ~0.8x the time (half the rows, one consumer warpgroup).
+// one wave, the time is that of the longest tile (all of its key blocks);
+// 64-row tiles dealt in pairs (query block i with num_m-1-i, twice as many
+// tiles) give every CTA about as many key blocks, each at ~0.8x the time
+// (half the rows, one consumer warpgroup).
 // On an H100, fp16 B1 H16 S1024 D64 causal: 11.78 us against 12.64 us
 // (bench/results/2026-11-22c-h100, tools/latency-breakdown, same process).
 inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, int64_t tiles_of_128_rows, int num_sms,

@@ -103,13 +103,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    std::printf("flashcore-host-overhead: no CUDA device; nothing to measure\n");
-    return 0;
-  }
   cudaDeviceProp prop{};
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  if (!tool_device("flashcore-host-overhead", &prop)) return 0;
   std::printf("# %s, %d calls a repetition, %d repetitions; CPU microseconds per call\n", prop.name, calls, reps);
   std::printf("%-72s %8s %8s\n", "what", "median", "min");
   cudaStream_t stream;

@@ -117,13 +117,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    std::printf("flashcore-tune: no CUDA device found; nothing to tune\n");
-    return 0;
-  }
-  cudaDeviceProp prop;
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  cudaDeviceProp prop{};
+  if (!tool_device("flashcore-tune", &prop)) return 0;
   std::printf("flashcore-tune on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
   FILE* csv = csv_path.empty() ? nullptr : std::fopen(csv_path.c_str(), "w");
   if (csv) std::fprintf(csv, "# gpu: %s\nsuite,dtype,B,H,S,D,causal,block_m,block_n,us_median,tflops,relerr,best\n", prop.name);
