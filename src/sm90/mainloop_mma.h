@@ -45,7 +45,8 @@ struct MainloopMma {
   // other warpgroup's products already fill the tensor cores during one's
   // softmax (ping-pong), and adding the overlap made 128-row tiles 2-11%
   // slower on an H100 (fp16/bf16, head dims 64-256, causal and not), while
-  // it made 64-row tiles 6-17% faster (bench/results/2026-11-22d-h100/).
+  // it made 64-row tiles 6-7% faster at batch 1 (same-run A/B in
+  // bench/results/2026-11-22d-h100/mainloop-variants.txt).
   static constexpr bool kOverlapSoftmax = !Traits::kPingPong;
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
