@@ -16,10 +16,13 @@ import sys
 # in their shared-memory plan (kernel_traits.h): 2 K/V stages with a double-
 # buffered Q and an O buffer of its own (short sequences, causal), or 3
 # stages with O staged through Q (long non-causal sequences); dispatch picks
-# by shape (tuning_table.h).
+# by shape (tuning_table.h). Head dim 64 also has 192-row tiles (three
+# consumer warpgroups at 160 registers each), for the long and large calls
+# where they beat 128-row tiles.
 PLAIN_TILES = (
     (64, 64, 128, 4),
     (64, 128, 128, 5),
+    (64, 192, 128, 4),
     (96, 128, 128, 3),
     (128, 64, 128, 2),
     (128, 128, 128, 2),

@@ -36,20 +36,24 @@ struct KernelTraits {
   static constexpr int kNumMmaWarpGroups = kBlockM / 64;
   static constexpr int kNumMmaThreads = kNumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
   static constexpr int kNumThreads = kNumMmaThreads + cutlass::NumThreadsPerWarpGroup;
-  // One or two consumer warpgroups: the register split below is worked out for those.
-  static_assert(kBlockM == 64 || kBlockM == 128);
+  // One to three consumer warpgroups: the register split below is worked out for those.
+  static_assert(kBlockM == 64 || kBlockM == 128 || kBlockM == 192);
   static_assert(kBlockN % 16 == 0 && kHeadDim % 16 == 0);
 
   // Register split between the producer and the consumers (setmaxnreg). The
-  // CTA's pool is what it launched with (384 threads x 168 for two consumer
-  // warpgroups), and 128 x 24 + 256 x 240 uses exactly that; the serving
-  // variant's producer needs 40 for the paged-KV and varlen addressing
-  // without spilling, so it runs 128 x 40 + 256 x 232. An increase the pool
-  // cannot satisfy would block forever. With one consumer warpgroup every
-  // thread already gets 255 registers at launch: no re-split.
-  static constexpr bool kRegSplit = kNumMmaWarpGroups == 2;
-  static constexpr int kProducerRegs = kServing ? 40 : 24;
-  static constexpr int kConsumerRegs = kServing ? 232 : 240;
+  // CTA's pool is what it launched with (65536 registers when one CTA fills
+  // the SM): two consumer warpgroups (384 threads x 168) run 128 x 24 +
+  // 256 x 240; the serving variant's producer needs 40 for the paged-KV and
+  // varlen addressing without spilling, so it runs 128 x 40 + 256 x 232;
+  // three consumer warpgroups (512 x 128) run 128 x 32 + 384 x 160. An
+  // increase the pool cannot satisfy would block forever. With one consumer
+  // warpgroup every thread already gets 255 registers at launch: no re-split.
+  static constexpr bool kRegSplit = kNumMmaWarpGroups >= 2;
+  static_assert(!kServing || kNumMmaWarpGroups <= 2, "serving kernels: 64- and 128-row tiles");
+  static constexpr int kProducerRegs = kNumMmaWarpGroups == 3 ? 32 : kServing ? 40 : 24;
+  static constexpr int kConsumerRegs = kNumMmaWarpGroups == 3 ? 160 : kServing ? 232 : 240;
+  // The masking code form that fits the consumers' registers (mask.h apply).
+  static constexpr bool kCompactMask = kNumMmaWarpGroups == 3;
 
   // Inter-warpgroup ping-pong: the consumer warpgroups take turns issuing
   // their WGMMAs (named barriers), so one warpgroup's softmax runs while the

@@ -38,16 +38,35 @@ struct BlockMask {
 
   // Sets masked scores to -inf. s_rc / coord_rc are the (row, col) views of the
   // score accumulator and of the identity tensor partitioned the same way.
-  template <class TS, class TC>
+  //
+  // Two forms of the same test (the same scores pass, so the same bits):
+  //  - kCompact = false: each key index compared with the row's bounds.
+  //  - kCompact = true: the bounds are taken relative to this thread's first
+  //    key, so each column's offset is a compile-time constant and each test
+  //    compares with an immediate; no per-column index stays live. The 160-
+  //    register consumers of 192-row tiles spilled 152 bytes inside the key
+  //    loop with the first form and none with this one. Keys are >= 0, so
+  //    bounds below 0 are clamped (lo to 0, hi to -1) without changing which
+  //    keys pass; that also keeps the differences within int32.
+  // The 240/255-register kernels keep the first form: with the compact one
+  // they ran 1-4% slower on an H100 (bench/results/2026-11-23-h100/
+  // mask-and-tiles.txt, same-run A/B), from scheduling alone.
+  template <bool kCompact, class TS, class TC>
   CUTE_DEVICE void apply(TS& s_rc, TC const& coord_rc, int m_block, int n_block) const {
+    int const key0 = kCompact ? n_block * kBlockN + get<1>(coord_rc(0, 0)) : 0;
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < size<0>(s_rc); ++r) {
-      int row = m_block * kBlockM + get<0>(coord_rc(r, 0));
+      int const row = m_block * kBlockM + get<0>(coord_rc(r, 0));
       int lo = row + diag() - window_left;
       int hi = min(row + diag() + window_right, seqlen_k - 1);
+      if constexpr (kCompact) {
+        lo = max(lo, 0) - key0;
+        hi = max(hi, -1) - key0;
+      }
       CUTLASS_PRAGMA_UNROLL
       for (int c = 0; c < size<1>(s_rc); ++c) {
-        int key = n_block * kBlockN + get<1>(coord_rc(r, c));
+        int const key = kCompact ? get<1>(coord_rc(r, c)) - get<1>(coord_rc(0, 0))
+                                 : n_block * kBlockN + get<1>(coord_rc(r, c));
         s_rc(r, c) = (key < lo || key > hi) ? -INFINITY : s_rc(r, c);
       }
     }

@@ -10,6 +10,14 @@
 //    leave more than half of the SMs idle (small batches, short sequences),
 //    and for decode with GQA packing (gqa_pack.h), whose tiles hold only the
 //    query heads of one KV head.
+//  - Head dim 64 also has 192-row tiles (three consumer warpgroups). Dispatch
+//    does not pick them yet: they are selectable with config.block_m = 192.
+//    In a same-run A/B on an H100 (bench/results/2026-11-23-h100/
+//    mask-and-tiles.txt) they were 9-13% faster than 128-row tiles on long
+//    calls without a mask (bf16 B4 H32 S4096, B1 H32 S16384), 4-5% at 512
+//    tokens (fp16 B32 H16, bf16 B32 H32), 4% causal at 16k, and 16% slower
+//    causal at 1k (bf16 B16 H32). They enter this table once the GPU tests
+//    have run on them and flashcore-tune has placed the boundaries.
 #pragma once
 
 #include <cstdint>

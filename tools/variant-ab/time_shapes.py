@@ -1,0 +1,158 @@
+"""One process of tools/variant-ab/run: times flashcore (the build on
+PYTHONPATH) and SDPA's cuDNN backend on the same inputs, shape by shape, and
+prints one line: `variant tag:flashcore_us/cudnn_us=ratio ...`.
+
+Small shapes: CUDA graph of 20 calls over 4 input sets (L2-resident), median
+of 60 replays; large ones: events around each call, median of 25. Each
+output is first checked against cuDNN's (relative Frobenius error < 2e-2, a
+sanity check: the GPU tests compare with float64); a shape whose
+configuration is not compiled in the variant prints n/a.
+
+  python time_shapes.py VARIANT [TAG,TAG,...]
+  python time_shapes.py --table variant-ab.txt   # flashcore us per variant and round
+"""
+import statistics
+import sys
+
+# (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m override)
+SHAPES = [
+    ("nB1S128", "fp16", 1, 16, 128, 64, False, None),
+    ("nB1S256", "fp16", 1, 16, 256, 64, False, None),
+    ("nB1S512", "fp16", 1, 16, 512, 64, False, None),
+    ("nB1S1024", "fp16", 1, 16, 1024, 64, False, None),
+    ("nB1S1024m64", "fp16", 1, 16, 1024, 64, False, 64),
+    ("cB1S1024", "fp16", 1, 16, 1024, 64, True, None),
+    ("nB8S128", "fp16", 8, 16, 128, 64, False, None),
+    ("nB8S128m64", "fp16", 8, 16, 128, 64, False, 64),
+    ("nB8S256", "fp16", 8, 16, 256, 64, False, None),
+    ("nB8S256m64", "fp16", 8, 16, 256, 64, False, 64),
+    ("nB16S512", "fp16", 16, 16, 512, 64, False, None),
+    ("nB16S512m64", "fp16", 16, 16, 512, 64, False, 64),
+    ("nB16S512m192", "fp16", 16, 16, 512, 64, False, 192),
+    ("nB32S512", "fp16", 32, 16, 512, 64, False, None),
+    ("nB32S512m64", "fp16", 32, 16, 512, 64, False, 64),
+    ("nB32S512m192", "fp16", 32, 16, 512, 64, False, 192),
+    ("nB32S512D64", "bf16", 32, 32, 512, 64, False, None),
+    ("nB32S512D64m192", "bf16", 32, 32, 512, 64, False, 192),
+    ("nB4S4096D64", "bf16", 4, 32, 4096, 64, False, None),
+    ("nB4S4096D64m64", "bf16", 4, 32, 4096, 64, False, 64),
+    ("nB4S4096D64m192", "bf16", 4, 32, 4096, 64, False, 192),
+    ("nB1S16384D64", "bf16", 1, 32, 16384, 64, False, None),
+    ("nB1S16384D64m192", "bf16", 1, 32, 16384, 64, False, 192),
+    ("cB16S1024D64", "bf16", 16, 32, 1024, 64, True, None),
+    ("cB16S1024D64m192", "bf16", 16, 32, 1024, 64, True, 192),
+    ("cB1S16384D64", "bf16", 1, 32, 16384, 64, True, None),
+    ("cB1S16384D64m192", "bf16", 1, 32, 16384, 64, True, 192),
+    ("nB32S512D128", "bf16", 32, 16, 512, 128, False, None),
+    ("nB8S2048D128", "bf16", 8, 16, 2048, 128, False, None),
+    ("nB1S16384D128", "bf16", 1, 16, 16384, 128, False, None),
+    ("cB4S4096D128", "bf16", 4, 16, 4096, 128, True, None),
+    ("cB16S1024D128", "bf16", 16, 16, 1024, 128, True, None),
+    ("nB8S2048D256", "bf16", 8, 8, 2048, 256, False, None),
+    ("cB8S2048D256", "bf16", 8, 8, 2048, 256, True, None),
+]
+
+
+def table(path):
+    """flashcore us per (tag, variant), one value per round, from run's log."""
+    rows, variants = {}, []
+    for line in open(path):
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] not in variants:
+            variants.append(parts[0])
+        for p in parts[1:]:
+            tag, val = p.split(":", 1)
+            if val[:1].isdigit():
+                rows.setdefault(tag, {}).setdefault(parts[0], []).append(float(val.split("/")[0]))
+    print("flashcore us per call (one value per round)")
+    print("shape".ljust(20) + "".join(v.rjust(20) for v in variants))
+    for tag, d in rows.items():
+        print(tag.ljust(20) + "".join(("/".join(f"{x:.1f}" for x in d[v]) if v in d else "-").rjust(20)
+                                      for v in variants))
+
+
+def main():
+    if sys.argv[1] == "--table":
+        return table(sys.argv[2])
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import flashcore
+
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    only = set(sys.argv[2].split(",")) if len(sys.argv) > 2 and sys.argv[2] else None
+
+    def time_graph(fn, sets):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for i in range(3):
+                fn(i % sets)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for i in range(20):
+                fn(i % sets)
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(60)]
+        for a, b in ev:
+            a.record()
+            g.replay()
+            b.record()
+        torch.cuda.synchronize()
+        return statistics.median(a.elapsed_time(b) * 1e3 / 20 for a, b in ev)
+
+    def time_events(fn, _sets):
+        for _ in range(5):
+            fn(0)
+        torch.cuda.synchronize()
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(25)]
+        for a, b in ev:
+            a.record()
+            fn(0)
+            b.record()
+        torch.cuda.synchronize()
+        return statistics.median(a.elapsed_time(b) * 1e3 for a, b in ev)
+
+    out = [sys.argv[1]]
+    torch.manual_seed(0)
+    for tag, dt, B, H, S, D, causal, bm in SHAPES:
+        if only and tag not in only:
+            continue
+        small = B * H * S * S * D < 2**31
+        sets = 4 if small else 1
+        t = [torch.randn(B, H, S, D, device="cuda", dtype=dtypes[dt]) for _ in range(3 * sets)]
+        o = torch.empty(B, H, S, D, device="cuda", dtype=dtypes[dt])
+
+        def fc(i):
+            return flashcore.attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], causal=causal, out=o, block_m=bm)
+
+        def cudnn(i):
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return F.scaled_dot_product_attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], is_causal=causal)
+
+        try:
+            got = fc(0).float()
+        except Exception:  # not compiled in this variant
+            out.append(f"{tag}:n/a")
+            continue
+        ref = cudnn(0).float()
+        err = ((got - ref).norm() / ref.norm()).item()
+        if not err < 2e-2:
+            out.append(f"{tag}:BAD{err:.1e}")
+            continue
+        timer = time_graph if small else time_events
+        a, b = timer(fc, sets), timer(cudnn, sets)
+        out.append(f"{tag}:{a:.2f}/{b:.2f}={b / a:.3f}")
+        del t, o
+    print(" ".join(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
