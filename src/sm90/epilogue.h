@@ -30,7 +30,9 @@ struct Epilogue {
   using Storage = typename Traits::SharedStorage;
   static constexpr int kEpilogueBarrier = 0;  // named barrier over the consumer threads
   // Named barriers kStoreBarrier + w: consumer warpgroup w's own O store
-  // (after the ping-pong turn barriers 1..kNumMmaWarpGroups, mainloop_mma.h).
+  // (after the ping-pong turn barriers 1..kNumMmaWarpGroups, mainloop_mma.h;
+  // CUTLASS offsets every id by its 8 reserved ones).
+  static_assert(1 + 2 * Traits::kNumMmaWarpGroups + 8 <= 16, "named barrier ids run out");
   static constexpr int kStoreBarrier = 1 + Traits::kNumMmaWarpGroups;
   // The store unit (kernel_traits.h: kStoreRows): with a buffer of its own
   // each warpgroup stores its 64 rows; through Q's buffer the whole tile goes

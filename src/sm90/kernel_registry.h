@@ -31,8 +31,8 @@ const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block
 // bypassing dispatch: how tests run every compiled variant.
 Status launch_plain(const KernelEntry& e, const AttentionArgs& args, const Problem& p, cudaStream_t stream);
 
-// "m128_n128, m128_n64" for error messages: the tile shapes compiled for
-// (dtype, head_dim).
-std::string available_tiles(DType dtype, int head_dim);
+// "block_m=128 block_n=128, ..." for error messages: the tile shapes
+// compiled for (dtype, head_dim), plain or serving.
+std::string available_tiles(DType dtype, int head_dim, bool serving);
 
 }  // namespace flashcore::sm90

@@ -11,9 +11,9 @@
 // rescaled for block j's row maxima between the issue of S_{j+1} and that of
 // P_j·V_j, under the Q·Kᵀ product: the same operations in the same order as
 // rescaling right after the wait (O·r_j + P_j·V_j), so every tile shape gives
-// bitwise the same rows. With two consumer warpgroups (128-row tiles) each
-// one's softmax runs while the tensor cores work on the other's products
-// (ping-pong), after its own products are done.
+// bitwise the same rows. With two or three consumer warpgroups (128- and
+// 192-row tiles) each one's softmax runs while the tensor cores work on the
+// others' products (ping-pong), after its own products are done.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -37,8 +37,10 @@ struct MainloopMma {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kNumWG = Traits::kNumMmaWarpGroups;
-  // Named barriers 1..kNumWG (0 is the epilogue's): barrier 1 + w opens
-  // warpgroup w's turn to issue WGMMAs.
+  // Named barriers 1..kNumWG (0 is the epilogue's, kNumWG+1.. the O stores':
+  // epilogue.h): barrier 1 + w opens warpgroup w's turn to issue WGMMAs.
+  // CUTLASS's NamedBarrier adds its 8 reserved ids, so the hardware ids are
+  // 8..14 with three consumer warpgroups; a fourth would need id 16 of 0..15.
   static constexpr int kTurnBarrier = 1;
   // Whether the softmax of block j overlaps the P·V product of block j-1
   // (header comment). Only a lone consumer warpgroup does it: with two, the

@@ -47,7 +47,8 @@ struct BlockMask {
   //    register consumers of 192-row tiles spilled 152 bytes inside the key
   //    loop with the first form and none with this one. Keys are >= 0, so
   //    bounds below 0 are clamped (lo to 0, hi to -1) without changing which
-  //    keys pass; that also keeps the differences within int32.
+  //    keys pass; that also keeps the differences (|x| < 2^30 + 256)
+  //    within int32.
   // The 240/255-register kernels keep the first form: with the compact one
   // they ran 1-4% slower on an H100 (bench/results/2026-11-23-h100/
   // mask-and-tiles.txt, same-run A/B), from scheduling alone.
@@ -57,8 +58,11 @@ struct BlockMask {
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < size<0>(s_rc); ++r) {
       int const row = m_block * kBlockM + get<0>(coord_rc(r, 0));
+      // min(row + diag + right, seqlen_k - 1) written so that no sum leaves
+      // int32: rows past seqlen_q (a tile's padding, up to 191 rows) with
+      // an unbounded right window (2^30) and seqlen_k near 2^30 overflowed.
       int lo = row + diag() - window_left;
-      int hi = min(row + diag() + window_right, seqlen_k - 1);
+      int hi = min(row + diag(), seqlen_k - 1 - window_right) + window_right;
       if constexpr (kCompact) {
         lo = max(lo, 0) - key0;
         hi = max(hi, -1) - key0;

@@ -42,10 +42,10 @@ Status launch_plain(const KernelEntry& e, const AttentionArgs& args, const Probl
   return e.launch(args, p, LaunchPlan{}, stream);
 }
 
-std::string available_tiles(DType dtype, int head_dim) {
+std::string available_tiles(DType dtype, int head_dim, bool serving) {
   std::string s;
   for (const KernelEntry& e : kKernelTable) {
-    if (e.dtype != dtype || e.head_dim != head_dim || e.serving) continue;
+    if (e.dtype != dtype || e.head_dim != head_dim || e.serving != serving) continue;
     std::string const tile = "block_m=" + std::to_string(e.block_m) + " block_n=" + std::to_string(e.block_n);
     if (s.find(tile) != std::string::npos) continue;  // the same tile with another stage count
     if (!s.empty()) s += ", ";
@@ -164,7 +164,8 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
                   "no sm90 kernel compiled for " + std::string(dtype_name(p.dtype)) + " head_dim " +
                       std::to_string(p.head_dim) + " with block_m=" + std::to_string(tile.block_m) +
                       " block_n=" + std::to_string(tile.block_n) +
-                      " (compiled: " + available_tiles(p.dtype, int(p.head_dim)) + ")");
+                      " (compiled" + (serving ? " for variable-length and KV-cache calls" : "") + ": " +
+                      available_tiles(p.dtype, int(p.head_dim), serving) + ")");
   }
   if (p.seqlen_new > 0) {
     Status st = append_new_kv(args, p, stream);

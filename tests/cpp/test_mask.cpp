@@ -1,0 +1,140 @@
+// The sm90 kernels' element mask (src/sm90/mask.h) is integer code on CuTe
+// tensors; compiled for the host it is checked here without a GPU. Both of
+// its forms (kCompact: bounds relative to the thread's first key, used by
+// the 192-row tiles; the direct form, used by the others) must mask exactly
+// the keys the int64 definition masks, for every thread's share of the
+// WGMMA accumulator, at the edges of int32 (lengths up to 2^30 - 1, the
+// unbounded window 2^30) and on tile rows past seqlen_q (a tile's padding).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "sm90/mask.h"
+
+namespace {
+
+using namespace cute;
+
+constexpr int kUnbounded = 1 << 30;  // what dispatch passes for an open window edge
+
+// Allowed iff seqlen_k - seqlen_q + row - left <= key <= min(... + right,
+// seqlen_k - 1): the library's bottom-right aligned window, in int64.
+bool allowed(int64_t row, int64_t key, int64_t sq, int64_t sk, int64_t left, int64_t right) {
+  int64_t const diag = sk - sq;
+  return key >= row + diag - left && key <= std::min(row + diag + right, sk - 1);
+}
+
+// One thread's (row, col) coordinates in a 64 x kBlockN WGMMA accumulator
+// of warpgroup `wg`, in the (row, col) view the kernels use
+// (wgmma_utils.h acc_layout_rowcol): rows l/4 (+8) of its warp's 16, columns
+// (l%4)*2 + e + 8k.
+template <int kBlockN>
+std::vector<cute::tuple<int, int>> thread_coords(int wg, int thread) {
+  int const warp = thread / 32, lane = thread % 32;
+  std::vector<cute::tuple<int, int>> v(2 * (kBlockN / 4));
+  for (int c = 0; c < kBlockN / 4; ++c) {
+    for (int r = 0; r < 2; ++r) {
+      int const row = wg * 64 + warp * 16 + lane / 4 + 8 * r;
+      int const col = (lane % 4) * 2 + (c % 2) + (c / 2) * 8;
+      v[r + 2 * c] = cute::make_tuple(row, col);
+    }
+  }
+  return v;
+}
+
+template <int kBlockM, int kBlockN>
+int check(int sq, int sk, int left, int right, int m_block, int n_block, int wg, int thread) {
+  constexpr int kCols = kBlockN / 4;
+  std::vector<cute::tuple<int, int>> coords = thread_coords<kBlockN>(wg, thread);
+  auto layout = make_layout(make_shape(_2{}, Int<kCols>{}));
+  auto coord_rc = make_tensor(coords.data(), layout);
+  float direct[2 * kCols], compact[2 * kCols];
+  std::fill(direct, direct + 2 * kCols, 1.f);
+  std::fill(compact, compact + 2 * kCols, 1.f);
+  auto s_direct = make_tensor(&direct[0], layout);
+  auto s_compact = make_tensor(&compact[0], layout);
+  flashcore::sm90::BlockMask<kBlockM, kBlockN> mask{sq, sk, left, right};
+  mask.template apply<false>(s_direct, coord_rc, m_block, n_block);
+  mask.template apply<true>(s_compact, coord_rc, m_block, n_block);
+  int wrong = 0;
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < kCols; ++c) {
+      int64_t const row = int64_t(m_block) * kBlockM + get<0>(coord_rc(r, c));
+      int64_t const key = int64_t(n_block) * kBlockN + get<1>(coord_rc(r, c));
+      bool const want = allowed(row, key, sq, sk, left, right);
+      bool const got_direct = !std::isinf(s_direct(r, c)), got_compact = !std::isinf(s_compact(r, c));
+      if (got_direct != want || got_compact != want) {
+        if (++wrong <= 3) {
+          ADD_FAILURE() << "sq " << sq << " sk " << sk << " left " << left << " right " << right << " m_block "
+                        << m_block << " n_block " << n_block << " row " << row << " key " << key << ": want "
+                        << want << ", direct " << got_direct << ", compact " << got_compact;
+        }
+      }
+    }
+  }
+  return wrong;
+}
+
+template <int kBlockM, int kBlockN>
+void sweep() {
+  const int lengths[] = {1, 17, 127, 129, 1000, 4097, kUnbounded - 1};
+  const int windows[] = {0, 1, 37, 1000, kUnbounded};
+  const int threads[] = {0, 5, 38, 127};
+  int cases = 0, wrong = 0;
+  for (int sq : lengths) {
+    for (int sk : lengths) {
+      for (int left : windows) {
+        for (int right : windows) {
+          int const num_m = (sq + kBlockM - 1) / kBlockM, num_n = (sk + kBlockN - 1) / kBlockN;
+          // First, middle and last (padded) query blocks; first, last and the
+          // key blocks around each query block's diagonal.
+          for (int m : {0, num_m / 2, num_m - 1}) {
+            int64_t const diag_key = int64_t(m) * kBlockM + (int64_t(sk) - sq);
+            for (int64_t n : {int64_t(0), int64_t(num_n - 1), diag_key / kBlockN, diag_key / kBlockN + 1,
+                              (diag_key - left) / kBlockN}) {
+              if (n < 0 || n >= num_n) continue;
+              for (int wg = 0; wg < kBlockM / 64; ++wg) {
+                for (int t : threads) {
+                  wrong += check<kBlockM, kBlockN>(sq, sk, left, right, m, int(n), wg, t);
+                  ++cases;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0) << "of " << cases << " thread-blocks";
+  EXPECT_GT(cases, 10000);
+}
+
+TEST(Sm90Mask, BothFormsMatchTheDefinitionFor192RowTiles) { sweep<192, 128>(); }
+TEST(Sm90Mask, BothFormsMatchTheDefinitionFor128RowTiles) { sweep<128, 128>(); }
+TEST(Sm90Mask, BothFormsMatchTheDefinitionFor64KeyBlocks) { sweep<128, 64>(); }
+
+// The test can fail: a mask that lets one key too many through is caught.
+TEST(Sm90Mask, TheCheckCatchesAnOffByOne) {
+  constexpr int kCols = 32;
+  std::vector<cute::tuple<int, int>> coords = thread_coords<128>(0, 0);
+  auto coord_rc = make_tensor(coords.data(), make_layout(make_shape(_2{}, Int<kCols>{})));
+  float s[2 * kCols];
+  std::fill(s, s + 2 * kCols, 1.f);
+  auto s_rc = make_tensor(&s[0], make_layout(make_shape(_2{}, Int<kCols>{})));
+  // Causal, 64 x 64: row 0 may see key 0 only. Mask as if right were 1.
+  flashcore::sm90::BlockMask<64, 128> off_by_one{64, 64, kUnbounded, 1};
+  off_by_one.apply<true>(s_rc, coord_rc, 0, 0);
+  int mismatches = 0;
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < kCols; ++c) {
+      bool const want = allowed(get<0>(coord_rc(r, c)), get<1>(coord_rc(r, c)), 64, 64, kUnbounded, 0);
+      mismatches += want != !std::isinf(s_rc(r, c));
+    }
+  }
+  EXPECT_GT(mismatches, 0);
+}
+
+}  // namespace
