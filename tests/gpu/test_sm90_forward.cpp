@@ -317,6 +317,22 @@ TEST(Sm90Forward, GqaPackedDecode) {
   }
 }
 
+// Runs `c` with block_m = bm_a and bm_b (0: dispatch's choice) and expects
+// the same bytes of O and LSE; with `check_reference` also O against float64.
+void expect_same_bits_across_block_m(const Case& c, int bm_a, int bm_b, bool check_reference) {
+  CaseTensors host(c);
+  GpuRun a(host), b(host);
+  a.args.config.block_m = bm_a;
+  b.args.config.block_m = bm_b;
+  ASSERT_TRUE(a.run().ok()) << c.name() << " block_m " << bm_a;
+  ASSERT_TRUE(b.run().ok()) << c.name() << " block_m " << bm_b;
+  EXPECT_EQ(a.out->bytes(), b.out->bytes()) << c.name() << " block_m " << bm_a << " vs " << bm_b;
+  EXPECT_EQ(a.lse->bytes(), b.lse->bytes()) << c.name() << " block_m " << bm_a << " vs " << bm_b;
+  if (check_reference) {
+    EXPECT_LT(rel_frobenius(b.out->to_vector(), host.naive(c).out), tolerance(c.dtype)) << c.name();
+  }
+}
+
 // Dispatch picks block_m from the total work (batch included); that is only
 // batch-invariant because block_m never changes a row's arithmetic.
 TEST(Sm90Forward, BlockMDoesNotChangeResults) {
@@ -331,14 +347,7 @@ TEST(Sm90Forward, BlockMDoesNotChangeResults) {
     c.seqlen_k = 397;
     c.causal = true;
     c.seed = data_seed() + uint32_t(d);
-    CaseTensors host(c);
-    GpuRun a(host), b(host);
-    a.args.config.block_m = 64;
-    b.args.config.block_m = 128;
-    ASSERT_TRUE(a.run().ok());
-    ASSERT_TRUE(b.run().ok());
-    EXPECT_EQ(a.out->bytes(), b.out->bytes()) << "head_dim " << d;
-    EXPECT_EQ(a.lse->bytes(), b.lse->bytes()) << "head_dim " << d;
+    expect_same_bits_across_block_m(c, 64, 128, false);
   }
   // Head dim 64 also has 192-row tiles (three consumer warpgroups, the
   // compact form of the mask: mask.h), here with a causal mask, a sliding
@@ -355,15 +364,7 @@ TEST(Sm90Forward, BlockMDoesNotChangeResults) {
     if (variant == 1) c.window_left = 150, c.window_right = 40;
     if (variant == 2) c.window_left = 5000, c.window_right = 0;
     c.seed = data_seed() + 11 * uint32_t(variant);
-    CaseTensors host(c);
-    GpuRun a(host), b(host);
-    a.args.config.block_m = 64;
-    b.args.config.block_m = 192;
-    ASSERT_TRUE(a.run().ok());
-    ASSERT_TRUE(b.run().ok());
-    EXPECT_EQ(a.out->bytes(), b.out->bytes()) << c.name();
-    EXPECT_EQ(a.lse->bytes(), b.lse->bytes()) << c.name();
-    EXPECT_LT(rel_frobenius(b.out->to_vector(), host.naive(c).out), tolerance(c.dtype)) << c.name();
+    expect_same_bits_across_block_m(c, 64, 192, true);
   }
   // More 192-row tiles than SMs, so CTAs run several tiles: the second Q
   // buffer, the turn barriers and O stores carried from tile to tile, and
@@ -379,14 +380,7 @@ TEST(Sm90Forward, BlockMDoesNotChangeResults) {
     c.seqlen_k = variant == 2 ? 1000 : 1100;
     c.causal = variant > 0;
     c.seed = data_seed() + 23 * uint32_t(variant);
-    CaseTensors host(c);
-    GpuRun a(host), b(host);
-    a.args.config.block_m = 64;
-    b.args.config.block_m = 192;
-    ASSERT_TRUE(a.run().ok());
-    ASSERT_TRUE(b.run().ok());
-    EXPECT_EQ(a.out->bytes(), b.out->bytes()) << c.name();
-    EXPECT_EQ(a.lse->bytes(), b.lse->bytes()) << c.name();
+    expect_same_bits_across_block_m(c, 64, 192, false);
   }
   // One wave of 128-row causal tiles (B1 H16 S1024): dispatch runs 64-row
   // tiles dealt in pairs (tuning_table.h); the same bits as one unpaired wave
@@ -397,14 +391,7 @@ TEST(Sm90Forward, BlockMDoesNotChangeResults) {
   c.seqlen_q = c.seqlen_k = 1024;
   c.causal = true;
   c.seed = data_seed() + 7;
-  CaseTensors host(c);
-  GpuRun a(host), b(host);
-  b.args.config.block_m = 128;
-  ASSERT_TRUE(a.run().ok());
-  ASSERT_TRUE(b.run().ok());
-  EXPECT_EQ(a.out->bytes(), b.out->bytes());
-  EXPECT_EQ(a.lse->bytes(), b.lse->bytes());
-  EXPECT_LT(rel_frobenius(a.out->to_vector(), host.naive(c).out), tolerance(c.dtype));
+  expect_same_bits_across_block_m(c, 0, 128, true);
 }
 
 TEST(Sm90Forward, UncompiledTileOverrideIsAClearError) {

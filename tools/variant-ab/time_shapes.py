@@ -11,7 +11,6 @@ configuration is not compiled in the variant prints n/a.
   python time_shapes.py VARIANT [TAG,TAG,...]
   python time_shapes.py --table variant-ab.txt   # flashcore us per variant and round
 """
-import statistics
 import sys
 
 # (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m override)
@@ -58,7 +57,8 @@ def table(path):
     rows, variants = {}, []
     for line in open(path):
         parts = line.split()
-        if not parts:
+        # Result lines only: "variant tag:...", not comments or ptxas lines.
+        if len(parts) < 2 or line.startswith("#") or ":" in parts[0] or ":" not in parts[1]:
             continue
         if parts[0] not in variants:
             variants.append(parts[0])
@@ -81,44 +81,10 @@ def main():
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     import flashcore
+    from flashcore.bench.timing import time_eager, time_graph
 
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     only = set(sys.argv[2].split(",")) if len(sys.argv) > 2 and sys.argv[2] else None
-
-    def time_graph(fn, sets):
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for i in range(3):
-                fn(i % sets)
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for i in range(20):
-                fn(i % sets)
-        for _ in range(3):
-            g.replay()
-        torch.cuda.synchronize()
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(60)]
-        for a, b in ev:
-            a.record()
-            g.replay()
-            b.record()
-        torch.cuda.synchronize()
-        return statistics.median(a.elapsed_time(b) * 1e3 / 20 for a, b in ev)
-
-    def time_events(fn, _sets):
-        for _ in range(5):
-            fn(0)
-        torch.cuda.synchronize()
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(25)]
-        for a, b in ev:
-            a.record()
-            fn(0)
-            b.record()
-        torch.cuda.synchronize()
-        return statistics.median(a.elapsed_time(b) * 1e3 for a, b in ev)
 
     out = [sys.argv[1]]
     torch.manual_seed(0)
@@ -147,8 +113,10 @@ def main():
         if not err < 2e-2:
             out.append(f"{tag}:BAD{err:.1e}")
             continue
-        timer = time_graph if small else time_events
-        a, b = timer(fc, sets), timer(cudnn, sets)
+        if small:
+            a, b = (time_graph(f, sets, replays=60, calls_per_graph=20).median for f in (fc, cudnn))
+        else:
+            a, b = (time_eager(f, 1, trials=25, warmup=5).median for f in (fc, cudnn))
         out.append(f"{tag}:{a:.2f}/{b:.2f}={b / a:.3f}")
         del t, o
     print(" ".join(out), flush=True)
