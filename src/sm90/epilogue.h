@@ -32,7 +32,9 @@ struct Epilogue {
   // Named barriers kStoreBarrier + w: consumer warpgroup w's own O store
   // (after the ping-pong turn barriers 1..kNumMmaWarpGroups, mainloop_mma.h;
   // CUTLASS offsets every id by its 8 reserved ones).
-  static_assert(1 + 2 * Traits::kNumMmaWarpGroups + 8 <= 16, "named barrier ids run out");
+  static_assert(cutlass::arch::NamedBarrier::ReservedNamedBarrierCount + 1 + 2 * Traits::kNumMmaWarpGroups <=
+                    cutlass::arch::NamedBarrier::HardwareMaxNumNamedBarriers,
+                "named barrier ids run out");
   static constexpr int kStoreBarrier = 1 + Traits::kNumMmaWarpGroups;
   // The store unit (kernel_traits.h: kStoreRows): with a buffer of its own
   // each warpgroup stores its 64 rows; through Q's buffer the whole tile goes

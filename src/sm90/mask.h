@@ -54,7 +54,8 @@ struct BlockMask {
   // mask-and-tiles.txt, same-run A/B), from scheduling alone.
   template <bool kCompact, class TS, class TC>
   CUTE_DEVICE void apply(TS& s_rc, TC const& coord_rc, int m_block, int n_block) const {
-    int const key0 = kCompact ? n_block * kBlockN + get<1>(coord_rc(0, 0)) : 0;
+    int const col0 = get<1>(coord_rc(0, 0));  // this thread's first column
+    int const key0 = n_block * kBlockN + col0;
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < size<0>(s_rc); ++r) {
       int const row = m_block * kBlockM + get<0>(coord_rc(r, 0));
@@ -76,8 +77,7 @@ struct BlockMask {
       }
       CUTLASS_PRAGMA_UNROLL
       for (int c = 0; c < size<1>(s_rc); ++c) {
-        int const key = kCompact ? get<1>(coord_rc(r, c)) - get<1>(coord_rc(0, 0))
-                                 : n_block * kBlockN + get<1>(coord_rc(r, c));
+        int const key = kCompact ? get<1>(coord_rc(r, c)) - col0 : n_block * kBlockN + get<1>(coord_rc(r, c));
         s_rc(r, c) = (key < lo || key > hi) ? -INFINITY : s_rc(r, c);
       }
     }

@@ -7,6 +7,7 @@
 // unbounded window 2^30). The compact form is exact on a tile's padding
 // rows (past seqlen_q) too; the direct form only on rows < seqlen_q, the
 // rows that are stored (mask.h says why).
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,37 +48,44 @@ std::vector<cute::tuple<int, int>> thread_coords(int wg, int thread) {
   return v;
 }
 
-template <int kBlockM, int kBlockN>
-int check(int sq, int sk, int left, int right, int m_block, int n_block, int wg, int thread) {
+// Keys `mask` lets through that the definition (sq, sk, left, right) does
+// not, or the reverse, in one thread's share of block (m_block, n_block);
+// only rows < sq when `stored_rows_only`. Reports the first few.
+template <bool kCompact, int kBlockM, int kBlockN>
+int mismatches(flashcore::sm90::BlockMask<kBlockM, kBlockN> const& mask, int sq, int sk, int left, int right,
+               int m_block, int n_block, int wg, int thread, bool stored_rows_only) {
   constexpr int kCols = kBlockN / 4;
   std::vector<cute::tuple<int, int>> coords = thread_coords<kBlockN>(wg, thread);
   auto layout = make_layout(make_shape(_2{}, Int<kCols>{}));
   auto coord_rc = make_tensor(coords.data(), layout);
-  float direct[2 * kCols], compact[2 * kCols];
-  std::fill(direct, direct + 2 * kCols, 1.f);
-  std::fill(compact, compact + 2 * kCols, 1.f);
-  auto s_direct = make_tensor(&direct[0], layout);
-  auto s_compact = make_tensor(&compact[0], layout);
-  flashcore::sm90::BlockMask<kBlockM, kBlockN> mask{sq, sk, left, right};
-  mask.template apply<false>(s_direct, coord_rc, m_block, n_block);
-  mask.template apply<true>(s_compact, coord_rc, m_block, n_block);
+  float s[2 * kCols];
+  std::fill(s, s + 2 * kCols, 1.f);
+  auto s_rc = make_tensor(&s[0], layout);
+  mask.template apply<kCompact>(s_rc, coord_rc, m_block, n_block);
   int wrong = 0;
   for (int r = 0; r < 2; ++r) {
     for (int c = 0; c < kCols; ++c) {
       int64_t const row = int64_t(m_block) * kBlockM + get<0>(coord_rc(r, c));
       int64_t const key = int64_t(n_block) * kBlockN + get<1>(coord_rc(r, c));
+      if (stored_rows_only && row >= sq) continue;
       bool const want = allowed(row, key, sq, sk, left, right);
-      bool const got_direct = !std::isinf(s_direct(r, c)), got_compact = !std::isinf(s_compact(r, c));
-      if ((row < sq && got_direct != want) || got_compact != want) {
-        if (++wrong <= 3) {
-          ADD_FAILURE() << "sq " << sq << " sk " << sk << " left " << left << " right " << right << " m_block "
-                        << m_block << " n_block " << n_block << " row " << row << " key " << key << ": want "
-                        << want << ", direct " << got_direct << ", compact " << got_compact;
-        }
+      if (want != !std::isinf(s_rc(r, c)) && ++wrong <= 3) {
+        ADD_FAILURE() << (kCompact ? "compact" : "direct") << " form, sq " << sq << " sk " << sk << " left "
+                      << left << " right " << right << " m_block " << m_block << " n_block " << n_block
+                      << " row " << row << " key " << key << ": want " << want;
       }
     }
   }
   return wrong;
+}
+
+// Both forms against the definition: the compact one on every row, the
+// direct one on the stored rows.
+template <int kBlockM, int kBlockN>
+int check(int sq, int sk, int left, int right, int m_block, int n_block, int wg, int thread) {
+  flashcore::sm90::BlockMask<kBlockM, kBlockN> mask{sq, sk, left, right};
+  return mismatches<false>(mask, sq, sk, left, right, m_block, n_block, wg, thread, true) +
+         mismatches<true>(mask, sq, sk, left, right, m_block, n_block, wg, thread, false);
 }
 
 template <int kBlockM, int kBlockN>
@@ -120,23 +128,18 @@ TEST(Sm90Mask, BothFormsMatchTheDefinitionFor64KeyBlocks) { sweep<128, 64>(); }
 
 // The test can fail: a mask that lets one key too many through is caught.
 TEST(Sm90Mask, TheCheckCatchesAnOffByOne) {
-  constexpr int kCols = 32;
-  std::vector<cute::tuple<int, int>> coords = thread_coords<128>(0, 0);
-  auto coord_rc = make_tensor(coords.data(), make_layout(make_shape(_2{}, Int<kCols>{})));
-  float s[2 * kCols];
-  std::fill(s, s + 2 * kCols, 1.f);
-  auto s_rc = make_tensor(&s[0], make_layout(make_shape(_2{}, Int<kCols>{})));
   // Causal, 64 x 64: row 0 may see key 0 only. Mask as if right were 1.
   flashcore::sm90::BlockMask<64, 128> off_by_one{64, 64, kUnbounded, 1};
-  off_by_one.apply<true>(s_rc, coord_rc, 0, 0);
-  int mismatches = 0;
-  for (int r = 0; r < 2; ++r) {
-    for (int c = 0; c < kCols; ++c) {
-      bool const want = allowed(get<0>(coord_rc(r, c)), get<1>(coord_rc(r, c)), 64, 64, kUnbounded, 0);
-      mismatches += want != !std::isinf(s_rc(r, c));
-    }
+  // mismatches() reports what it finds as failures: capture them here.
+  ::testing::TestPartResultArray reported;
+  int found = 0;
+  {
+    ::testing::ScopedFakeTestPartResultReporter capture(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &reported);
+    found = mismatches<true>(off_by_one, 64, 64, kUnbounded, 0, 0, 0, 0, 0, false);
   }
-  EXPECT_GT(mismatches, 0);
+  EXPECT_GT(found, 0);
+  EXPECT_GT(reported.size(), 0);
 }
 
 }  // namespace
