@@ -69,10 +69,10 @@ struct BlockMask {
       } else {
         // Exact for every row < seqlen_q. For a tile's padding rows (past
         // seqlen_q, never stored) with an unbounded right window and
-        // seqlen_k >= 2^30 - 191, row + diag + right overflows int32. Kept
-        // as it is because these kernels' code is what was measured and
-        // GPU-tested; the compact form's expression replaces it once a GPU
-        // run has timed the change (docs/kernels.md, next experiments).
+        // seqlen_k >= 2^30 - 191, row + diag + right overflows int32. No
+        // stored value depends on it; the compact form's expression made
+        // these kernels 1-3% slower in a same-run A/B (docs/kernels.md,
+        // "Tried and dropped"), so this one stays.
         hi = min(row + diag() + window_right, seqlen_k - 1);
       }
       CUTLASS_PRAGMA_UNROLL

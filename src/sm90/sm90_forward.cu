@@ -121,11 +121,7 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
   if (p.seqlen_q >= (int64_t(1) << 30) || p.seqlen_k >= (int64_t(1) << 30)) {
     return Status(StatusCode::kNotSupported, "sequence lengths must be below 2^30 on the GPU");
   }
-  bool const packed = packs_gqa(p);
-  int64_t const tiles_128 = packed ? p.heads_kv * p.batch  // decode: one tile per KV head
-                                   : (p.seqlen_q + 127) / 128 * p.heads_q * p.batch;
-  TileChoice tile = tuned_tile(p.dtype, int(p.head_dim), tiles_128, device_sm_count(p.device_index), packed,
-                               triangular_costs(p));
+  TileChoice tile = tuned_tile(p.dtype, int(p.head_dim), call_shape(p), device_sm_count(p.device_index));
   if (p.config.block_m > 0) tile.block_m = p.config.block_m;
   if (p.config.block_n > 0) tile.block_n = p.config.block_n;
   // Serving calls (per-sequence lengths) run the serving variant of the

@@ -10,14 +10,8 @@
 //    leave more than half of the SMs idle (small batches, short sequences),
 //    and for decode with GQA packing (gqa_pack.h), whose tiles hold only the
 //    query heads of one KV head.
-//  - Head dim 64 also has 192-row tiles (three consumer warpgroups). Dispatch
-//    does not pick them yet: they are selectable with config.block_m = 192.
-//    In a same-run A/B on an H100 (bench/results/2026-11-23-h100/
-//    mask-and-tiles.txt) they were 9-13% faster than 128-row tiles on long
-//    calls without a mask (bf16 B4 H32 S4096, B1 H32 S16384), 4-5% at 512
-//    tokens (fp16 B32 H16, bf16 B32 H32), 4% causal at 16k, and 16% slower
-//    causal at 1k (bf16 B16 H32). They enter this table once the GPU tests
-//    have run on them and flashcore-tune has placed the boundaries.
+//  - Head dim 64 also has 192-row tiles (three consumer warpgroups) for
+//    plain calls; see tuned_tile for when they are picked.
 #pragma once
 
 #include <cstdint>
@@ -56,21 +50,70 @@ inline bool costs_vary_by_tile(const Problem& p) {
 // tiles cost about the same and keep 128 rows).
 inline bool triangular_costs(const Problem& p) { return costs_vary_by_tile(p) && p.window_left >= p.seqlen_k; }
 
-// triangular (triangular_costs of the call): when its 128-row tiles fit in
-// one wave, the time is that of the longest tile (all of its key blocks);
-// 64-row tiles dealt in pairs (query block i with num_m-1-i, twice as many
-// tiles) give every CTA about as many key blocks, each at ~0.8x the time
-// (half the rows, one consumer warpgroup).
-// On an H100, fp16 B1 H16 S1024 D64 causal: 11.78 us against 12.64 us
-// (bench/results/2026-11-22c-h100, tools/latency-breakdown, same process).
-inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, int64_t tiles_of_128_rows, int num_sms,
-                             bool gqa_packed_decode, bool triangular = false) {
+// What tile choice depends on, from the call (call_shape below).
+struct CallShape {
+  int64_t seqlen_q = 0;     // query rows of each (batch, query head)
+  int64_t sequences = 0;    // batch * query heads
+  bool gqa_packed_decode = false;
+  bool triangular = false;  // triangular_costs(): causal-like
+  bool unmasked = false;    // no causal or window mask: every tile costs the same
+  bool serving = false;     // per-sequence lengths: serving tiles (64/128 rows)
+};
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The tile choice, from the H100 tune run bench/results/2026-11-23b-h100/
+// (flashcore-tune --suite all: every compiled tile on the FA3 and seed grids):
+//
+//  - 64-row tiles when 128-row tiles would fill at most half of the SMs, and
+//    for packed GQA decode (at most `group` valid rows a tile).
+//  - triangular calls whose 128-row tiles fit in one wave: the time is that of
+//    the longest tile (all of its key blocks); 64-row tiles dealt in pairs
+//    (query block i with num_m-1-i, twice as many tiles) give every CTA about
+//    as many key blocks, each at ~0.8x the time (half the rows, one consumer
+//    warpgroup). fp16 B1 H16 S1024 D64 causal: 11.78 us against 12.64 us
+//    (bench/results/2026-11-22c-h100, tools/latency-breakdown).
+//  - head dim 64, 192-row tiles (plain calls only):
+//    - no mask: CTAs take tiles round-robin and every tile costs the same, so
+//      a call lasts (waves of tiles) x (rows a tile) / (speed per row). A
+//      192-row tile does a row ~1.14x as fast as a 128-row one (bf16 B1 H32
+//      S16384: 4137 against 4854 us with 21 against 32 waves), so it is picked
+//      when waves192 * 192 < waves128 * 128 * 1.14. On the tuned grids that
+//      picks every d64 shape where 192 rows measured faster (2.5-17%, 512
+//      tokens and up) and none where they were slower (128/256 tokens, whose
+//      padding grows; B1 H16 S1024: 96 tiles of 192 rows in one wave against
+//      128 tiles of 128). test_tuning_table.cpp replays that run.
+//    - causal: faster from 2048 tokens (5%, 5%, 2%, 7% at 2k/4k/8k/16k),
+//      slower at 512 and 1024 (5%, 16%), all measured with >= 2752 tiles.
+//      Picked from 2048 query rows while there are >= 8 tiles per SM; fewer
+//      (small batches) were not measured and keep 128 rows.
+//    - sliding windows were not measured and keep 128 rows.
+inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, int num_sms) {
   int const block_n = head_dim == 256 ? 64 : 128;
   bool const has_m64 = head_dim == 64 || head_dim == 128;
-  bool const small = tiles_of_128_rows * 2 <= num_sms;
-  bool const one_triangular_wave = triangular && tiles_of_128_rows <= num_sms;
-  // Packed decode has at most `group` (<= 64 in practice) valid rows a tile.
-  return {has_m64 && (small || gqa_packed_decode || one_triangular_wave) ? 64 : 128, block_n, 0};
+  int64_t const tiles128 = ceil_div(w.seqlen_q, 128) * w.sequences;
+  bool const small = tiles128 * 2 <= num_sms;
+  bool const one_triangular_wave = w.triangular && tiles128 <= num_sms;
+  if (has_m64 && (w.gqa_packed_decode || small || one_triangular_wave)) return {64, block_n, 0};
+  if (head_dim == 64 && !w.serving && !w.gqa_packed_decode) {
+    int64_t const tiles192 = ceil_div(w.seqlen_q, 192) * w.sequences;
+    bool const fewer_row_waves =
+        ceil_div(tiles192, num_sms) * 192 * 100 < ceil_div(tiles128, num_sms) * 128 * 114;
+    bool const long_triangular = w.triangular && w.seqlen_q >= 2048 && tiles192 >= 8 * int64_t(num_sms);
+    if ((w.unmasked && fewer_row_waves) || long_triangular) return {192, block_n, 0};
+  }
+  return {128, block_n, 0};
+}
+
+inline CallShape call_shape(const Problem& p) {
+  CallShape w;
+  w.seqlen_q = p.seqlen_q;
+  w.sequences = p.batch * p.heads_q;
+  w.gqa_packed_decode = packs_gqa(p);
+  w.triangular = triangular_costs(p);
+  w.unmasked = !p.has_mask();
+  w.serving = p.has_per_seq_lengths();
+  return w;
 }
 
 // Whether the tiles of a call with a causal-like mask are dealt in pairs

@@ -12,33 +12,107 @@ using namespace flashcore::sm90;
 
 constexpr int kSms = 132;  // H100 SXM
 
+// A call of `sequences` (batch x heads) sequences of seqlen_q query rows.
+CallShape work(int64_t seqlen_q, int64_t sequences, bool triangular = false, bool unmasked = true) {
+  CallShape w;
+  w.seqlen_q = seqlen_q;
+  w.sequences = sequences;
+  w.triangular = triangular;
+  w.unmasked = unmasked && !triangular;
+  return w;
+}
+int block_m(int head_dim, const CallShape& w) { return tuned_tile(DType::kFloat16, head_dim, w, kSms).block_m; }
+
 TEST(TuningTable, BlockNDependsOnlyOnTheHeadDim) {
   // block_n fixes each row's reduction order: never on the amount of work.
-  for (int64_t tiles : {1, 66, 67, 132, 133, 100000}) {
-    for (bool tri : {false, true}) {
-      EXPECT_EQ(tuned_tile(DType::kFloat16, 64, tiles, kSms, false, tri).block_n, 128);
-      EXPECT_EQ(tuned_tile(DType::kBFloat16, 128, tiles, kSms, false, tri).block_n, 128);
-      EXPECT_EQ(tuned_tile(DType::kBFloat16, 96, tiles, kSms, false, tri).block_n, 128);
-      EXPECT_EQ(tuned_tile(DType::kBFloat16, 256, tiles, kSms, false, tri).block_n, 64);
+  for (int64_t s : {1, 128, 512, 4096, 16384}) {
+    for (int64_t seqs : {1, 66, 67, 132, 133, 100000}) {
+      for (bool tri : {false, true}) {
+        for (bool serving : {false, true}) {
+          CallShape w = work(s, seqs, tri);
+          w.serving = serving;
+          EXPECT_EQ(tuned_tile(DType::kFloat16, 64, w, kSms).block_n, 128);
+          EXPECT_EQ(tuned_tile(DType::kBFloat16, 128, w, kSms).block_n, 128);
+          EXPECT_EQ(tuned_tile(DType::kBFloat16, 96, w, kSms).block_n, 128);
+          EXPECT_EQ(tuned_tile(DType::kBFloat16, 256, w, kSms).block_n, 64);
+        }
+      }
     }
   }
 }
 
 TEST(TuningTable, SixtyFourRowTilesForSmallOrOneWaveTriangularCalls) {
   // Small calls: 64-row tiles while 128-row ones would fill at most half the SMs.
-  EXPECT_EQ(tuned_tile(DType::kFloat16, 64, 66, kSms, false).block_m, 64);
-  EXPECT_EQ(tuned_tile(DType::kFloat16, 64, 67, kSms, false).block_m, 128);
+  EXPECT_EQ(block_m(64, work(128, 66)), 64);
+  EXPECT_EQ(block_m(64, work(128, 67)), 128);
+  EXPECT_EQ(block_m(128, work(256, 33)), 64);
+  EXPECT_EQ(block_m(128, work(256, 34)), 128);
   // Causal-like: one wave of 128-row tiles (B1 H16 S1024) runs 64-row tiles in pairs.
-  EXPECT_EQ(tuned_tile(DType::kFloat16, 64, 128, kSms, false, true).block_m, 64);
+  EXPECT_EQ(block_m(64, work(1024, 16, true)), 64);
   EXPECT_TRUE(pair_tiles(256, kSms));
-  EXPECT_EQ(tuned_tile(DType::kFloat16, 128, 132, kSms, false, true).block_m, 64);
-  EXPECT_EQ(tuned_tile(DType::kFloat16, 64, 133, kSms, false, true).block_m, 128);
-  EXPECT_EQ(tuned_tile(DType::kFloat16, 64, 128, kSms, false, false).block_m, 128);
+  EXPECT_EQ(block_m(128, work(128, 132, true)), 64);
+  EXPECT_EQ(block_m(64, work(128, 133, true)), 128);
+  EXPECT_EQ(block_m(64, work(128, 128, false, false)), 128);
   // Head dims without a 64-row tile keep 128 rows.
-  EXPECT_EQ(tuned_tile(DType::kFloat16, 96, 10, kSms, false, true).block_m, 128);
-  EXPECT_EQ(tuned_tile(DType::kFloat16, 256, 10, kSms, false, true).block_m, 128);
+  EXPECT_EQ(block_m(96, work(128, 10, true)), 128);
+  EXPECT_EQ(block_m(256, work(128, 10, true)), 128);
   // Packed GQA decode: always 64 rows.
-  EXPECT_EQ(tuned_tile(DType::kFloat16, 128, 100000, kSms, true).block_m, 64);
+  CallShape decode = work(1, 100000);
+  decode.gqa_packed_decode = true;
+  EXPECT_EQ(block_m(128, decode), 64);
+  EXPECT_EQ(block_m(64, decode), 64);
+}
+
+// The head-dim-64 rows of the H100 tune run the table was set from
+// (bench/results/2026-11-23b-h100/tune.csv): the measured best tile of each
+// shape. Dispatch must pick it on every one.
+struct Measured {
+  int64_t b, h, s;
+  bool causal;
+  int best_block_m;
+};
+constexpr Measured kTuneRun[] = {
+    // FA3 grid, bf16, 16k tokens, 32 heads.
+    {32, 32, 512, false, 192}, {16, 32, 1024, false, 192}, {8, 32, 2048, false, 192},
+    {4, 32, 4096, false, 192}, {2, 32, 8192, false, 192},  {1, 32, 16384, false, 192},
+    {32, 32, 512, true, 128},  {16, 32, 1024, true, 128},  {8, 32, 2048, true, 192},
+    {4, 32, 4096, true, 192},  {2, 32, 8192, true, 192},   {1, 32, 16384, true, 192},
+    // Seed grid, fp16, 16 heads.
+    {1, 16, 128, false, 64},   {8, 16, 128, false, 128},   {16, 16, 128, false, 128},
+    {32, 16, 128, false, 128}, {1, 16, 256, false, 64},    {8, 16, 256, false, 128},
+    {16, 16, 256, false, 128}, {32, 16, 256, false, 128},  {1, 16, 512, false, 64},
+    {8, 16, 512, false, 192},  {16, 16, 512, false, 192},  {32, 16, 512, false, 192},
+    {1, 16, 1024, false, 128}, {1, 16, 1024, true, 64},
+};
+
+TEST(TuningTable, HeadDim64PicksTheMeasuredBestTileOnTheTunedGrids) {
+  for (const Measured& m : kTuneRun) {
+    EXPECT_EQ(block_m(64, work(m.s, m.b * m.h, m.causal)), m.best_block_m)
+        << "B" << m.b << " H" << m.h << " S" << m.s << (m.causal ? " causal" : "");
+  }
+}
+
+TEST(TuningTable, OneHundredNinetyTwoRowsOnlyWhereMeasured) {
+  // Plain head-dim-64 calls only: serving and packed decode have no such tile,
+  // nor do other head dims.
+  CallShape serving = work(16384, 32);
+  serving.serving = true;
+  EXPECT_EQ(block_m(64, work(16384, 32)), 192);
+  EXPECT_EQ(block_m(64, serving), 128);
+  EXPECT_EQ(block_m(128, work(16384, 32)), 128);
+  EXPECT_EQ(block_m(96, work(16384, 32)), 128);
+  // Sliding windows (masked, not triangular) were not measured.
+  EXPECT_EQ(block_m(64, work(16384, 32, false, false)), 128);
+  // Causal: from 2048 query rows and with >= 8 tiles of 192 rows per SM.
+  EXPECT_EQ(block_m(64, work(2047, 256, true)), 128);
+  EXPECT_EQ(block_m(64, work(2048, 96, true)), 192);  // 11 x 96 = 1056 tiles
+  EXPECT_EQ(block_m(64, work(2048, 95, true)), 128);  // 1045 tiles
+  // No mask: waves of 192-row tiles against waves of 128-row ones. B1 H16:
+  // S1024 is one wave either way (128 rows win), S2048 two against two.
+  EXPECT_EQ(block_m(64, work(1024, 16)), 128);
+  EXPECT_EQ(block_m(64, work(2048, 16)), 128);
+  // 384 rows: two tiles of 192 against three of 128, same waves count.
+  EXPECT_EQ(block_m(64, work(384, 1000)), 192);
 }
 
 TEST(TuningTable, TilesArePairedOnceSomeCtaGetsTwo) {
