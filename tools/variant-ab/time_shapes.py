@@ -11,6 +11,7 @@ configuration is not compiled in the variant prints n/a.
   python time_shapes.py VARIANT [TAG,TAG,...]
   python time_shapes.py --table variant-ab.txt   # flashcore us per variant and round
 """
+import hashlib
 import sys
 
 # (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m override)
@@ -54,7 +55,7 @@ SHAPES = [
 
 def table(path):
     """flashcore us per (tag, variant), one value per round, from run's log."""
-    rows, variants = {}, []
+    rows, variants, bits = {}, [], {}
     for line in open(path):
         parts = line.split()
         # Result lines only: "variant tag:...", not comments or ptxas lines.
@@ -66,11 +67,17 @@ def table(path):
             tag, val = p.split(":", 1)
             if val[:1].isdigit():
                 rows.setdefault(tag, {}).setdefault(parts[0], []).append(float(val.split("/")[0]))
+                if "#" in val:
+                    bits.setdefault(tag, {}).setdefault(val.split("#")[1], []).append(parts[0])
     print("flashcore us per call (one value per round)")
     print("shape".ljust(20) + "".join(v.rjust(20) for v in variants))
     for tag, d in rows.items():
         print(tag.ljust(20) + "".join(("/".join(f"{x:.1f}" for x in d[v]) if v in d else "-").rjust(20)
                                       for v in variants))
+    differ = {tag: fps for tag, fps in bits.items() if len(fps) > 1}
+    print(f"output bits: {len(bits) - len(differ)} of {len(bits)} shapes identical across variants and rounds")
+    for tag, fps in differ.items():
+        print(f"  {tag} differs: " + "; ".join(f"{fp}: {' '.join(sorted(set(v)))}" for fp, v in fps.items()))
 
 
 def main():
@@ -108,6 +115,9 @@ def main():
         except Exception:  # not compiled in this variant
             out.append(f"{tag}:n/a")
             continue
+        # Every variant so far changes scheduling, not arithmetic: the output
+        # bits must match across variants (table() compares the fingerprints).
+        bits = hashlib.sha1(got.cpu().numpy().tobytes()).hexdigest()[:12]
         ref = cudnn(0).float()
         err = ((got - ref).norm() / ref.norm()).item()
         if not err < 2e-2:
@@ -117,7 +127,7 @@ def main():
             a, b = (time_graph(f, sets, replays=60, calls_per_graph=20).median for f in (fc, cudnn))
         else:
             a, b = (time_eager(f, 1, trials=25, warmup=5).median for f in (fc, cudnn))
-        out.append(f"{tag}:{a:.2f}/{b:.2f}={b / a:.3f}")
+        out.append(f"{tag}:{a:.2f}/{b:.2f}={b / a:.3f}#{bits}")
         del t, o
     print(" ".join(out), flush=True)
 
