@@ -115,6 +115,47 @@ TEST(TuningTable, OneHundredNinetyTwoRowsOnlyWhereMeasured) {
   EXPECT_EQ(block_m(64, work(384, 1000)), 192);
 }
 
+// call_shape: what dispatch reads from a validated problem.
+flashcore::Problem problem(int64_t b, int64_t hq, int64_t hkv, int64_t sq, int64_t sk) {
+  flashcore::Problem p;
+  p.batch = b, p.heads_q = hq, p.heads_kv = hkv, p.seqlen_q = sq, p.seqlen_k = sk, p.head_dim = 64;
+  return p;
+}
+
+TEST(TuningTable, CallShapeReadsTheProblem) {
+  flashcore::Problem plain = problem(8, 32, 8, 2048, 2048);
+  CallShape w = call_shape(plain);
+  EXPECT_EQ(w.seqlen_q, 2048);
+  EXPECT_EQ(w.sequences, 256);
+  EXPECT_TRUE(w.unmasked);
+  EXPECT_FALSE(w.triangular || w.serving || w.gqa_packed_decode);
+  EXPECT_EQ(block_m(64, w), 192);
+
+  flashcore::Problem causal = plain;
+  causal.causal = true, causal.window_right = 0;
+  w = call_shape(causal);
+  EXPECT_TRUE(w.triangular);
+  EXPECT_FALSE(w.unmasked);
+  EXPECT_EQ(block_m(64, w), 192);  // 11 x 256 = 2816 tiles of 192 rows
+
+  flashcore::Problem sliding = causal;
+  sliding.window_left = 256;
+  w = call_shape(sliding);
+  EXPECT_FALSE(w.triangular || w.unmasked);
+  EXPECT_EQ(block_m(64, w), 128);
+
+  flashcore::Problem varlen = plain;
+  varlen.varlen_q = varlen.varlen_k = true;
+  w = call_shape(varlen);
+  EXPECT_TRUE(w.serving && w.unmasked);
+  EXPECT_EQ(block_m(64, w), 128);  // no 192-row serving tile
+
+  flashcore::Problem decode = problem(64, 32, 8, 1, 4096);
+  w = call_shape(decode);
+  EXPECT_TRUE(w.gqa_packed_decode);
+  EXPECT_EQ(block_m(64, w), 64);
+}
+
 TEST(TuningTable, TilesArePairedOnceSomeCtaGetsTwo) {
   EXPECT_FALSE(pair_tiles(1, kSms));
   EXPECT_FALSE(pair_tiles(kSms, kSms));
