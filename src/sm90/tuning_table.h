@@ -95,7 +95,7 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
   bool const small = tiles128 * 2 <= num_sms;
   bool const one_triangular_wave = w.triangular && tiles128 <= num_sms;
   if (has_m64 && (w.gqa_packed_decode || small || one_triangular_wave)) return {64, block_n, 0};
-  if (head_dim == 64 && !w.serving && !w.gqa_packed_decode) {
+  if (head_dim == 64 && !w.serving) {  // (packed decode returned above)
     int64_t const tiles192 = ceil_div(w.seqlen_q, 192) * w.sequences;
     bool const fewer_row_waves =
         ceil_div(tiles192, num_sms) * 192 * 100 < ceil_div(tiles128, num_sms) * 128 * 114;

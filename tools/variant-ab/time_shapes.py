@@ -14,44 +14,35 @@ configuration is not compiled in the variant prints n/a.
 import hashlib
 import sys
 
-# (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m override)
-SHAPES = [
-    ("nB1S128", "fp16", 1, 16, 128, 64, False, None),
-    ("nB1S256", "fp16", 1, 16, 256, 64, False, None),
-    ("nB1S512", "fp16", 1, 16, 512, 64, False, None),
-    ("nB1S1024", "fp16", 1, 16, 1024, 64, False, None),
-    ("nB1S1024m64", "fp16", 1, 16, 1024, 64, False, 64),
-    ("cB1S1024", "fp16", 1, 16, 1024, 64, True, None),
-    ("nB8S128", "fp16", 8, 16, 128, 64, False, None),
-    ("nB8S128m64", "fp16", 8, 16, 128, 64, False, 64),
-    ("nB8S256", "fp16", 8, 16, 256, 64, False, None),
-    ("nB8S256m64", "fp16", 8, 16, 256, 64, False, 64),
-    ("nB16S512", "fp16", 16, 16, 512, 64, False, None),
-    ("nB16S512m64", "fp16", 16, 16, 512, 64, False, 64),
-    ("nB16S512m192", "fp16", 16, 16, 512, 64, False, 192),
-    ("nB32S512", "fp16", 32, 16, 512, 64, False, None),
-    ("nB32S512m64", "fp16", 32, 16, 512, 64, False, 64),
-    ("nB32S512m192", "fp16", 32, 16, 512, 64, False, 192),
-    ("nB32S512D64", "bf16", 32, 32, 512, 64, False, None),
-    ("nB32S512D64m192", "bf16", 32, 32, 512, 64, False, 192),
-    ("nB4S4096D64", "bf16", 4, 32, 4096, 64, False, None),
-    ("nB4S4096D64m64", "bf16", 4, 32, 4096, 64, False, 64),
-    ("nB4S4096D64m192", "bf16", 4, 32, 4096, 64, False, 192),
-    ("nB1S16384D64", "bf16", 1, 32, 16384, 64, False, None),
-    ("nB1S16384D64m192", "bf16", 1, 32, 16384, 64, False, 192),
-    ("cB16S1024D64", "bf16", 16, 32, 1024, 64, True, None),
-    ("cB16S1024D64m192", "bf16", 16, 32, 1024, 64, True, 192),
-    ("cB1S16384D64", "bf16", 1, 32, 16384, 64, True, None),
-    ("cB1S16384D64m192", "bf16", 1, 32, 16384, 64, True, 192),
-    ("nB32S512D128", "bf16", 32, 16, 512, 128, False, None),
-    ("nB8S2048D128", "bf16", 8, 16, 2048, 128, False, None),
-    ("nB1S16384D128", "bf16", 1, 16, 16384, 128, False, None),
-    ("cB4S4096D128", "bf16", 4, 16, 4096, 128, True, None),
-    ("cB16S1024D128", "bf16", 16, 16, 1024, 128, True, None),
-    ("nB8S2048D256", "bf16", 8, 8, 2048, 256, False, None),
-    ("cB8S2048D256", "bf16", 8, 8, 2048, 256, True, None),
+# (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m overrides):
+# each shape is timed with dispatch's tile, then once per override, tagged
+# with an m<block_m> suffix (nB16S512m64).
+BASE = [
+    ("nB1S128", "fp16", 1, 16, 128, 64, False, ()),
+    ("nB1S256", "fp16", 1, 16, 256, 64, False, ()),
+    ("nB1S512", "fp16", 1, 16, 512, 64, False, ()),
+    ("nB1S1024", "fp16", 1, 16, 1024, 64, False, (64,)),
+    ("cB1S1024", "fp16", 1, 16, 1024, 64, True, ()),
+    ("nB8S128", "fp16", 8, 16, 128, 64, False, (64,)),
+    ("nB8S256", "fp16", 8, 16, 256, 64, False, (64,)),
+    ("nB16S512", "fp16", 16, 16, 512, 64, False, (64, 192)),
+    ("nB32S512", "fp16", 32, 16, 512, 64, False, (64, 192)),
+    ("nB32S512D64", "bf16", 32, 32, 512, 64, False, (192,)),
+    ("nB4S4096D64", "bf16", 4, 32, 4096, 64, False, (64, 192)),
+    ("nB1S16384D64", "bf16", 1, 32, 16384, 64, False, (192,)),
+    ("cB16S1024D64", "bf16", 16, 32, 1024, 64, True, (192,)),
+    ("cB1S16384D64", "bf16", 1, 32, 16384, 64, True, (192,)),
+    ("nB32S512D128", "bf16", 32, 16, 512, 128, False, ()),
+    ("nB8S2048D128", "bf16", 8, 16, 2048, 128, False, ()),
+    ("nB1S16384D128", "bf16", 1, 16, 16384, 128, False, ()),
+    ("cB4S4096D128", "bf16", 4, 16, 4096, 128, True, ()),
+    ("cB16S1024D128", "bf16", 16, 16, 1024, 128, True, ()),
+    ("nB8S2048D256", "bf16", 8, 8, 2048, 256, False, ()),
+    ("cB8S2048D256", "bf16", 8, 8, 2048, 256, True, ()),
 ]
-
+# (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m or None)
+SHAPES = [(tag + (f"m{bm}" if bm else ""), *shape, bm)
+          for tag, *shape, overrides in BASE for bm in (None, *overrides)]
 
 def table(path):
     """flashcore us per (tag, variant), one value per round, from run's log."""
