@@ -57,8 +57,14 @@ struct KernelTraits {
 
   // Inter-warpgroup ping-pong: the consumer warpgroups take turns issuing
   // their WGMMAs (named barriers), so one warpgroup's softmax runs while the
-  // tensor cores work on the other's products.
-  static constexpr bool kPingPong = kNumMmaWarpGroups > 1;
+  // tensor cores work on the other's products. Not at head dim 256, whose
+  // Q·Kᵀ steps are bound by shared-memory reads (docs/kernels.md): there
+  // the two warpgroups issue freely, 1.3-3.5% faster without a mask
+  // (512-8k tokens) and 0-2.3% slower causal than with turns, same-run A/B
+  // in bench/results/2026-11-23c-h100/ab1-narrow-atoms-table.txt
+  // (d256nt). (With 80-key blocks and no turns they were 5-7% faster from
+  // 2k tokens, ab2-key-blocks-table.txt, but ptxas spills 36 bytes.)
+  static constexpr bool kPingPong = kNumMmaWarpGroups > 1 && kHeadDim < 256;
 
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
   using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;
@@ -73,6 +79,13 @@ struct KernelTraits {
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>,
                            GMMA::Major::K, GMMA::Major::MN>(),
       AtomLayoutMma{}));
+
+  // One wgmma instruction covers the whole key block (Q·Kᵀ) and the whole
+  // head dim (P·V): CuTe's selectors fall back to narrower atoms for widths
+  // they are not built with (CMakeLists.txt), which is valid but several
+  // times slower.
+  static_assert(size<1>(typename TiledMmaQK::AtomShape_MNK{}) == kBlockN, "Q·Kᵀ atom narrower than the key block");
+  static_assert(size<1>(typename TiledMmaPV::AtomShape_MNK{}) == kHeadDim, "P·V atom narrower than the head dim");
 
   using SmemAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                              GMMA::Major::K, Element, Int<kBlockM>, Int<kHeadDim>>());

@@ -13,7 +13,8 @@
 // rescaling right after the wait (O·r_j + P_j·V_j), so every tile shape gives
 // bitwise the same rows. With two or three consumer warpgroups (128- and
 // 192-row tiles) each one's softmax runs while the tensor cores work on the
-// others' products (ping-pong), after its own products are done.
+// others' products (ping-pong turns; at head dim 256 the two warpgroups issue
+// without turns, kernel_traits.h), after its own products are done.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -45,11 +46,13 @@ struct MainloopMma {
   // Whether the softmax of block j overlaps the P·V product of block j-1
   // (header comment). Only a lone consumer warpgroup does it: with two, the
   // other warpgroup's products already fill the tensor cores during one's
-  // softmax (ping-pong), and adding the overlap made 128-row tiles 2-11%
-  // slower on an H100 (fp16/bf16, head dims 64-256, causal and not), while
-  // it made 64-row tiles 6-7% faster at batch 1 (same-run A/B in
-  // bench/results/2026-11-22d-h100/mainloop-variants.txt).
-  static constexpr bool kOverlapSoftmax = !Traits::kPingPong;
+  // softmax, and adding the overlap made 128-row tiles 2-11% slower on an
+  // H100 (fp16/bf16, head dims 64-256, causal and not), while it made 64-row
+  // tiles 6-7% faster at batch 1 (same-run A/B in
+  // bench/results/2026-11-22d-h100/mainloop-variants.txt). Head dim 256's
+  // two warpgroups without turns (kernel_traits.h) do not overlap either:
+  // with it they were 1-14% slower (2026-11-23b-h100/pingpong-ab.txt).
+  static constexpr bool kOverlapSoftmax = kNumWG == 1;
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
   static constexpr int kRows = 2;
