@@ -7,9 +7,7 @@
 #include <string>
 #include <utility>
 
-#if FLASHCORE_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "api/device_memory.h"
 
 namespace flashcore {
 namespace {
@@ -439,22 +437,18 @@ Status check_no_self_overlap(const Named& n) {
 // names the pointer, expected() says where it should live: both are called
 // only on error, so a valid call builds no strings (host time per call).
 template <class What, class Expected>
-Status check_device_memory(const void* ptr, int device_index, What what, Expected expected) {
-  cudaPointerAttributes attr{};
-  const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
-  if (err != cudaSuccess) {
-    // The error is ours and not sticky; clear it so the caller's next
-    // cudaGetLastError() does not report it as theirs.
-    (void)cudaGetLastError();
-    return Status(StatusCode::kCudaError, cat("cudaPointerGetAttributes(", what(), ") failed: ",
-                                              cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
+Status check_device_memory(MemoryQueries& queries, const void* ptr, int device_index, What what, Expected expected) {
+  MemoryRange m;
+  std::string error;
+  if (!queries.find(ptr, &m, &error)) {
+    return Status(StatusCode::kCudaError, cat("querying the memory of ", what(), " failed: ", error));
   }
-  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
-    const char* kind = attr.type == cudaMemoryTypeHost ? "pinned host memory" : "host memory unknown to CUDA";
+  if (m.kind != MemoryKind::kDevice && m.kind != MemoryKind::kManaged) {
+    const char* kind = m.kind == MemoryKind::kPinnedHost ? "pinned host memory" : "host memory unknown to CUDA";
     return invalid(cat(what(), " is ", kind, " but ", expected(),
                        " (pass device memory, or CPU tensors for the CPU backend)"));
   }
-  if (attr.device != device_index) return invalid(cat(what(), " is memory of cuda:", attr.device, " but ", expected()));
+  if (m.device != device_index) return invalid(cat(what(), " is memory of cuda:", m.device, " but ", expected()));
   return Status::Ok();
 }
 #endif
@@ -463,18 +457,19 @@ Status check_device_memory(const void* ptr, int device_index, What what, Expecte
 // metadata arrays must be memory of the tensors' CUDA device.
 Status check_cuda_pointers(const Named* tensors, int count, const MetadataPointers& metadata) {
 #if FLASHCORE_WITH_CUDA
+  MemoryQueries queries;  // one CUDA query per allocation (device_memory.h)
   for (int i = 0; i < count; ++i) {
     const Named& n = tensors[i];
     const TensorView& t = *n.t;
     if (is_empty(t)) continue;
     FC_RETURN_IF_ERROR(check_device_memory(
-        t.data, t.device_index, [&] { return cat(n.name, ".data"); },
+        queries, t.data, t.device_index, [&] { return cat(n.name, ".data"); },
         [&] { return cat(n.name, ".device is ", device_str(t)); }));
   }
   const TensorView& q = *tensors[0].t;
   for (const NamedPointer& n : metadata) {
     FC_RETURN_IF_ERROR(check_device_memory(
-        n.ptr, q.device_index, [&] { return std::string(n.name); },
+        queries, n.ptr, q.device_index, [&] { return std::string(n.name); },
         [&] { return cat("the tensors are on ", device_str(q)); }));
   }
   return Status::Ok();

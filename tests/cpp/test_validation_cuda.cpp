@@ -89,6 +89,41 @@ TEST_F(CudaValidation, WrongDeviceOrdinal) {
   expect_error(StatusCode::kInvalidArgument, "q.data is memory of cuda:0 but q.device is cuda:" + std::to_string(n));
 }
 
+// The tensors of one call in one allocation (a packed QKV projection, or
+// PyTorch's caching allocator): one CUDA query answers for all of them.
+TEST_F(CudaValidation, ViewsOfOneAllocationPass) {
+  const size_t q_bytes = B * Hq * Sq * D * 2, kv_bytes = B * Hkv * Sk * D * 2, l_bytes = B * Hq * Sq * 4;
+  DeviceBuffer all(2 * q_bytes + 2 * kv_bytes + l_bytes);
+  ASSERT_NE(all.get(), nullptr);
+  char* base = static_cast<char*>(all.get());
+  a.q.data = base;
+  a.k.data = base + q_bytes;
+  a.v.data = base + q_bytes + kv_bytes;
+  a.out.data = base + q_bytes + 2 * kv_bytes;
+  a.lse.data = base + 2 * q_bytes + 2 * kv_bytes;
+  flashcore::Problem p;
+  const flashcore::Status s = flashcore::validate(a, &p);
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+TEST_F(CudaValidation, ManagedMemoryPasses) {
+  void* managed = nullptr;
+  ASSERT_EQ(cudaMallocManaged(&managed, B * Hkv * Sk * D * 2), cudaSuccess);
+  a.v.data = managed;
+  flashcore::Problem p;
+  const flashcore::Status s = flashcore::validate(a, &p);
+  EXPECT_TRUE(s.ok()) << s.message();
+  cudaFree(managed);
+}
+
+// A host pointer after a device one (checked first) is still found: each
+// allocation is asked about, not only the first.
+TEST_F(CudaValidation, HostPointerAfterDevicePointersIsNamed) {
+  HostTensor host(DType::kFloat32, B, Hq, Sq, 1);
+  a.lse.data = host.view.data;
+  expect_error(StatusCode::kInvalidArgument, "lse.data is host memory unknown to CUDA but lse.device is cuda:0");
+}
+
 TEST_F(CudaValidation, EmptyTensorsSkipThePointerCheck) {
   HostTensor host(DType::kBFloat16, B, Hkv, Sk, D);
   for (flashcore::TensorView* t : {&a.q, &a.k, &a.v, &a.out, &a.lse}) t->shape[0] = 0;

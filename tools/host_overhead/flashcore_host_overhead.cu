@@ -210,6 +210,23 @@ int main(int argc, char** argv) {
     check(flashcore::attention_forward(flip ? other : args, stream), "attention_forward");
   });
 
+  // q, k, v and out as slices of one allocation, as PyTorch's caching
+  // allocator or a packed QKV projection hands them: validation asks CUDA
+  // once per allocation (src/api/device_memory.h).
+  DeviceTensor packed(4 * B * H * S * D * 2);
+  flashcore::AttentionArgs one = args;
+  {
+    char* base = static_cast<char*>(packed.ptr);
+    for (auto* tv : {&one.q, &one.k, &one.v, &one.out}) {
+      tv->data = base;
+      base += B * H * S * D * 2;
+    }
+  }
+  t.time("validate(): 4 CUDA tensors in one allocation",
+         [&] { check(flashcore::validate(one, &problem), "validate"); });
+  t.time("attention_forward: fp16 B1 H16 S128 D64, BHSD, tensors in one allocation",
+         [&] { check(flashcore::attention_forward(one, stream), "attention_forward"); });
+
   fc_attention_args c;
   fc_attention_args_init(&c);
   auto cview = [&](DeviceTensor& x) {
