@@ -9,8 +9,8 @@ namespace flashcore {
 
 enum class MemoryKind { kUnknownToCuda, kPinnedHost, kDevice, kManaged };
 
-// The allocation a pointer lies in: its kind, its device, and (when the
-// driver reports it) its address range [begin, end).
+// The allocation a pointer lies in: its kind, its device, and (for plain
+// device allocations, device_memory.cpp) its address range [begin, end).
 struct MemoryRange {
   MemoryKind kind = MemoryKind::kUnknownToCuda;
   int device = -1;
@@ -35,9 +35,13 @@ class MemoryQueries {
   // ours, not the caller's).
   bool find(const void* ptr, MemoryRange* out, std::string* error);
 
+  // CUDA queries made so far (driver and runtime), for tests.
+  int queries() const { return queries_; }
+
  private:
   MemoryRange known_[8];
   int count_ = 0;
+  int queries_ = 0;
 };
 
 }  // namespace flashcore

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api/device_memory.h"
 #include "api/validation.h"
 #include "test_util.h"
 
@@ -122,6 +123,52 @@ TEST_F(CudaValidation, HostPointerAfterDevicePointersIsNamed) {
   HostTensor host(DType::kFloat32, B, Hq, Sq, 1);
   a.lse.data = host.view.data;
   expect_error(StatusCode::kInvalidArgument, "lse.data is host memory unknown to CUDA but lse.device is cuda:0");
+}
+
+// MemoryQueries itself: what each kind of memory is reported as, and that a
+// plain device allocation is asked about once.
+TEST_F(CudaValidation, MemoryQueriesKindsAndReuse) {
+  using flashcore::MemoryKind;
+  const size_t bytes = size_t(1) << 20;
+  DeviceBuffer dev(bytes);
+  ASSERT_NE(dev.get(), nullptr);
+  char* base = static_cast<char*>(dev.get());
+  flashcore::MemoryQueries q;
+  flashcore::MemoryRange r;
+  std::string error;
+  ASSERT_TRUE(q.find(base, &r, &error)) << error;
+  EXPECT_EQ(r.kind, MemoryKind::kDevice);
+  EXPECT_EQ(r.device, 0);
+  // cudaMalloc memory comes with its range (the premise of asking once).
+  ASSERT_GT(r.end, r.begin) << "no allocation range for cudaMalloc memory";
+  EXPECT_LE(r.begin, reinterpret_cast<uintptr_t>(base));
+  EXPECT_GE(r.end, reinterpret_cast<uintptr_t>(base + bytes));
+  const int after_first = q.queries();
+  EXPECT_GE(after_first, 1);
+  flashcore::MemoryRange inside;
+  ASSERT_TRUE(q.find(base + bytes / 2, &inside, &error)) << error;
+  EXPECT_EQ(q.queries(), after_first);  // answered from the first query
+  EXPECT_EQ(inside.kind, MemoryKind::kDevice);
+  flashcore::MemoryRange past;
+  (void)q.find(reinterpret_cast<const void*>(r.end), &past, &error);
+  EXPECT_GT(q.queries(), after_first);  // one past the range is asked about
+
+  void* managed = nullptr;
+  ASSERT_EQ(cudaMallocManaged(&managed, 4096), cudaSuccess);
+  ASSERT_TRUE(q.find(managed, &r, &error)) << error;
+  EXPECT_EQ(r.kind, MemoryKind::kManaged);
+  cudaFree(managed);
+
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned, 4096), cudaSuccess);
+  ASSERT_TRUE(q.find(pinned, &r, &error)) << error;
+  EXPECT_EQ(r.kind, MemoryKind::kPinnedHost);
+  cudaFreeHost(pinned);
+
+  std::vector<char> host(4096);
+  ASSERT_TRUE(q.find(host.data(), &r, &error)) << error;
+  EXPECT_EQ(r.kind, MemoryKind::kUnknownToCuda);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 TEST_F(CudaValidation, EmptyTensorsSkipThePointerCheck) {
