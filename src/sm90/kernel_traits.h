@@ -82,10 +82,13 @@ struct KernelTraits {
 
   // One wgmma instruction covers the whole key block (Q·Kᵀ) and the whole
   // head dim (P·V): CuTe's selectors fall back to narrower atoms for widths
-  // they are not built with (CMakeLists.txt), which is valid but several
-  // times slower.
-  static_assert(size<1>(typename TiledMmaQK::AtomShape_MNK{}) == kBlockN, "Q·Kᵀ atom narrower than the key block");
-  static_assert(size<1>(typename TiledMmaPV::AtomShape_MNK{}) == kHeadDim, "P·V atom narrower than the head dim");
+  // they are not built with, which is valid but several times slower.
+  static_assert(size<1>(typename TiledMmaQK::AtomShape_MNK{}) == kBlockN,
+                "Q*K^T atom narrower than the key block: this width needs "
+                "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (CMakeLists.txt)");
+  static_assert(size<1>(typename TiledMmaPV::AtomShape_MNK{}) == kHeadDim,
+                "P*V atom narrower than the head dim: this width needs "
+                "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (CMakeLists.txt)");
 
   using SmemAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                              GMMA::Major::K, Element, Int<kBlockM>, Int<kHeadDim>>());
