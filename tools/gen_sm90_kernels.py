@@ -27,7 +27,7 @@ PLAIN_TILES = (
     (128, 64, 128, 2),
     (128, 128, 128, 2),
     (128, 128, 128, 3),
-    (256, 128, 64, 2),
+    (256, 128, 80, 2),
 )
 # The serving variants (varlen, KV cache, paged KV, split-KV: kernel_traits.h)
 # of head dims up to 128, which serving calls use.
@@ -46,6 +46,16 @@ KERNELS = [
     for (d, bm, bn, st) in tiles
 ]
 
+# The WGMMA widths CuTe's atom selectors offer by default. A kernel whose key
+# block (the Q·Kᵀ atom's N) or head dim (the P·V atom's N) is another width,
+# such as head dim 256's 80-key blocks, needs CuTe's extended shapes: its
+# translation unit defines CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (without it
+# CuTe silently picks a narrower atom, which kernel_traits.h turns into a
+# compile error). Only there: the extended shapes add ~27 s of compile time
+# to a translation unit (76k more lines), and CI builds on 2 cores.
+GMMA_WIDTHS = (8, 16, 32, 64, 96, 128, 192, 256)
+EXTENDED_MACRO = "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED"
+
 ELEMENT = {"fp16": "cutlass::half_t", "bf16": "cutlass::bfloat16_t"}
 DTYPE = {"fp16": "DType::kFloat16", "bf16": "DType::kBFloat16"}
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -61,7 +71,10 @@ def name(k):
 def unit(k):
     dt, d, bm, bn, st, serving = k
     traits = f"KernelTraits<{ELEMENT[dt]}, {d}, {bm}, {bn}, {st}{', true' if serving else ''}>"
+    extended = bn not in GMMA_WIDTHS or d not in GMMA_WIDTHS
     return (HEADER +
+            (f"// {bn}-key blocks / head dim {d}: CuTe's extended WGMMA widths (tools/gen_sm90_kernels.py).\n"
+             f"#define {EXTENDED_MACRO}\n" if extended else "") +
             '#include "sm90/flash_fwd_launch.h"\n'
             '#include "sm90/kernel_registry.h"\n\n'
             "namespace flashcore::sm90 {\n\n"

@@ -62,9 +62,17 @@ struct KernelTraits {
   // the two warpgroups issue freely, 1.3-3.5% faster without a mask
   // (512-8k tokens) and 0-2.3% slower causal than with turns, same-run A/B
   // in bench/results/2026-11-23c-h100/ab1-narrow-atoms-table.txt
-  // (d256nt). (With 80-key blocks and no turns they were 5-7% faster from
-  // 2k tokens, ab2-key-blocks-table.txt, but ptxas spills 36 bytes.)
+  // (d256nt).
   static constexpr bool kPingPong = kNumMmaWarpGroups > 1 && kHeadDim < 256;
+  // Without turns, each warpgroup waits for its P·V product before it issues
+  // its next Q·Kᵀ (mainloop_mma.h). Scores and probabilities then never hold
+  // registers at once: at head dim 256 that is what lets 80-key blocks fit
+  // the consumers' 240 registers without spilling (O 128 + S 40; with both
+  // products in flight, P's 20 more spilled 36 bytes). Same-run A/B on an
+  // H100 (bench/results/2026-11-23d-h100/ab1-*): with 64-key blocks the
+  // serial order is level to 4% faster; with 80 keys it is 3-5% faster than
+  // the 64-key kernel from 2k tokens, level at 512.
+  static constexpr bool kSerialProducts = kNumMmaWarpGroups > 1 && !kPingPong;
 
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
   using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;
@@ -85,10 +93,10 @@ struct KernelTraits {
   // they are not built with, which is valid but several times slower.
   static_assert(size<1>(typename TiledMmaQK::AtomShape_MNK{}) == kBlockN,
                 "Q*K^T atom narrower than the key block: this width needs "
-                "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (CMakeLists.txt)");
+                "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (tools/gen_sm90_kernels.py)");
   static_assert(size<1>(typename TiledMmaPV::AtomShape_MNK{}) == kHeadDim,
                 "P*V atom narrower than the head dim: this width needs "
-                "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (CMakeLists.txt)");
+                "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (tools/gen_sm90_kernels.py)");
 
   using SmemAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                              GMMA::Major::K, Element, Int<kBlockM>, Int<kHeadDim>>());

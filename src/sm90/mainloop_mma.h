@@ -13,8 +13,9 @@
 // rescaling right after the wait (O·r_j + P_j·V_j), so every tile shape gives
 // bitwise the same rows. With two or three consumer warpgroups (128- and
 // 192-row tiles) each one's softmax runs while the tensor cores work on the
-// others' products (ping-pong turns; at head dim 256 the two warpgroups issue
-// without turns, kernel_traits.h), after its own products are done.
+// others' products (ping-pong turns), after its own products are done. At
+// head dim 256 the two warpgroups issue without turns, each one's P·V and
+// next Q·Kᵀ one after the other (kSerialProducts below).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -53,6 +54,13 @@ struct MainloopMma {
   // two warpgroups without turns (kernel_traits.h) do not overlap either:
   // with it they were 1-14% slower (2026-11-23b-h100/pingpong-ab.txt).
   static constexpr bool kOverlapSoftmax = kNumWG == 1;
+  // Without turns (head dim 256), each warpgroup waits for its P·V product
+  // before it issues the next Q·Kᵀ: the scores S_j+1 and the probabilities
+  // P_j then never hold registers at the same time (kernel_traits.h,
+  // kSerialProducts), while the other warpgroup's products keep the tensor
+  // cores busy.
+  static constexpr bool kSerialProducts = Traits::kSerialProducts;
+  static_assert(!kSerialProducts || (!Traits::kPingPong && !kOverlapSoftmax));
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
   static constexpr int kRows = 2;
@@ -132,7 +140,22 @@ struct MainloopMma {
       }
     };
 
-    for (--n; n >= n_min; --n) {
+    if constexpr (kSerialProducts) {
+      for (--n; n >= n_min; --n) {
+        pipeline_v.consumer_wait(read_state);
+        wgmma_tile<false, /*wait=*/0>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+        pipeline_v.consumer_release(read_state);
+        ++read_state;
+        pipeline_k.consumer_wait(read_state);
+        wgmma_tile<true, /*wait=*/0>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
+        pipeline_k.consumer_release(read_state);
+        if (mask.needs_mask(m_block, n)) mask.template apply<Traits::kCompactMask>(s_rc, coord_rc, m_block, n);
+        softmax.step(s_rc, rescale);
+        rescale_o();  // O·r_j, then + P_j·V_j: the same order as below
+        convert_into(tSrS, rP);
+      }
+    }
+    for (--n; !kSerialProducts && n >= n_min; --n) {
       PipelineState next_state = read_state;
       ++next_state;
       pipeline_k.consumer_wait(next_state);

@@ -89,7 +89,9 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 //      (small batches) were not measured and keep 128 rows.
 //    - sliding windows were not measured and keep 128 rows.
 inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, int num_sms) {
-  int const block_n = head_dim == 256 ? 64 : 128;
+  // Head dim 256: 80-key blocks, the most that fit shared memory with two
+  // K/V stages (kernel_traits.h: 3-5% faster than 64 from 2k tokens).
+  int const block_n = head_dim == 256 ? 80 : 128;
   bool const has_m64 = head_dim == 64 || head_dim == 128;
   int64_t const tiles128 = ceil_div(w.seqlen_q, 128) * w.sequences;
   bool const small = tiles128 * 2 <= num_sms;

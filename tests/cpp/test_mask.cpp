@@ -125,6 +125,7 @@ void sweep() {
 TEST(Sm90Mask, BothFormsMatchTheDefinitionFor192RowTiles) { sweep<192, 128>(); }
 TEST(Sm90Mask, BothFormsMatchTheDefinitionFor128RowTiles) { sweep<128, 128>(); }
 TEST(Sm90Mask, BothFormsMatchTheDefinitionFor64KeyBlocks) { sweep<128, 64>(); }
+TEST(Sm90Mask, BothFormsMatchTheDefinitionFor80KeyBlocks) { sweep<128, 80>(); }
 
 // The test can fail: a mask that lets one key too many through is caught.
 TEST(Sm90Mask, TheCheckCatchesAnOffByOne) {

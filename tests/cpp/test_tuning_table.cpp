@@ -34,7 +34,7 @@ TEST(TuningTable, BlockNDependsOnlyOnTheHeadDim) {
           EXPECT_EQ(tuned_tile(DType::kFloat16, 64, w, kSms).block_n, 128);
           EXPECT_EQ(tuned_tile(DType::kBFloat16, 128, w, kSms).block_n, 128);
           EXPECT_EQ(tuned_tile(DType::kBFloat16, 96, w, kSms).block_n, 128);
-          EXPECT_EQ(tuned_tile(DType::kBFloat16, 256, w, kSms).block_n, 64);
+          EXPECT_EQ(tuned_tile(DType::kBFloat16, 256, w, kSms).block_n, 80);
         }
       }
     }

@@ -249,3 +249,19 @@ def test_single_warpgroup_kernels_run_the_softmax_under_the_pv_product():
         counts = _exps_between_waits(audit.dump_sass(o, _cuobjdump()))
         assert counts, f"{os.path.basename(o)}: no wait for Q·Kᵀ with P·V in flight"
         assert min(counts) >= 64, f"{os.path.basename(o)}: exp2s between the waits: {counts}"
+
+
+def test_serial_product_kernels_never_keep_two_products_in_flight():
+    # Head dim 256 (src/sm90/kernel_traits.h: kSerialProducts) waits for each
+    # P·V product before it issues the next Q·Kᵀ, so its scores and
+    # probabilities never hold registers at once; that is what lets its
+    # 80-key blocks fit without spilling. Every wgmma wait must be a full one.
+    objects = [o for o in _kernel_objects() if "_d256_" in os.path.basename(o)]
+    if not objects:
+        pytest.skip("no head-dim-256 kernel objects in the build dir (built without CUDA)")
+    for o in objects:
+        sass = audit.dump_sass(o, _cuobjdump())
+        waits = [line for line in sass.splitlines() if "WARPGROUP.DEPBAR.LE" in line]
+        assert waits, f"{os.path.basename(o)}: no wgmma waits"
+        partial = [w.strip() for w in waits if "gsb0, 0x0" not in w]
+        assert partial == [], f"{os.path.basename(o)}: waits with a batch left in flight: {partial[:3]}"
