@@ -11,8 +11,10 @@ import pathlib
 import sys
 
 # The plain kernels: (head_dim, block_m, block_n, stages). The key block
-# (block_n) is one per head dim: it fixes each row's reduction order
-# (docs/numerics.md). Head dim 128 has two 128-row variants that differ only
+# (block_n) fixes each row's reduction order (docs/numerics.md): one per head
+# dim, except head dim 256, whose 64-key blocks serve short sequences and its
+# 80-key blocks long ones, picked by the keys of a sequence and the mask,
+# never by the batch (tuning_table.h). Head dim 128 has two 128-row variants that differ only
 # in their shared-memory plan (kernel_traits.h): 2 K/V stages with a double-
 # buffered Q and an O buffer of its own (short sequences, causal), or 3
 # stages with O staged through Q (long non-causal sequences); dispatch picks
@@ -27,6 +29,7 @@ PLAIN_TILES = (
     (128, 64, 128, 2),
     (128, 128, 128, 2),
     (128, 128, 128, 3),
+    (256, 128, 64, 2),
     (256, 128, 80, 2),
 )
 # The serving variants (varlen, KV cache, paged KV, split-KV: kernel_traits.h)
