@@ -56,7 +56,7 @@ inline bool triangular_costs(const Problem& p) { return costs_vary_by_tile(p) &&
 // most that fits shared memory with two K/V stages). Same-run A/B on an H100
 // (bench/results/2026-11-23d-h100/ab2-d256-key-blocks-table.txt, bf16, three
 // rounds): 80 keys are 2-5% faster without a mask from 1k keys and causal
-// from 2k; 64 keys are 3.5% faster without a mask at 512 and 5-7% faster
+// from 2k; 64 keys are 4% faster without a mask at 512 and 5-7% faster
 // causal at 512 and 1k, where the 80-key blocks' masked and padded keys
 // weigh more. The choice follows the sequence's own key count (uniform in a
 // plain call; head dim 256 has no serving kernels) and the mask: never the
