@@ -14,8 +14,8 @@ import sys
 # (block_n) fixes each row's reduction order (docs/numerics.md): one per head
 # dim, except head dim 256, whose 64-key blocks serve short sequences and its
 # 80-key blocks long ones, picked by the keys of a sequence and the mask,
-# never by the batch (tuning_table.h). Head dim 128 has two 128-row variants that differ only
-# in their shared-memory plan (kernel_traits.h): 2 K/V stages with a double-
+# never by the batch (tuning_table.h). Head dim 128 has two 128-row variants
+# that differ only in their shared-memory plan (kernel_traits.h): 2 K/V stages with a double-
 # buffered Q and an O buffer of its own (short sequences, causal), or 3
 # stages with O staged through Q (long non-causal sequences); dispatch picks
 # by shape (tuning_table.h). Head dim 64 also has 192-row tiles (three

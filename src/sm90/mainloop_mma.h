@@ -140,42 +140,39 @@ struct MainloopMma {
       }
     };
 
-    if constexpr (kSerialProducts) {
-      for (--n; n >= n_min; --n) {
+    for (--n; n >= n_min; --n) {
+      PipelineState next_state = read_state;
+      ++next_state;
+      if constexpr (kSerialProducts) {
+        // P·V of the previous block, waited for, then this block's Q·Kᵀ.
         pipeline_v.consumer_wait(read_state);
         wgmma_tile<false, /*wait=*/0>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
         pipeline_v.consumer_release(read_state);
-        ++read_state;
-        pipeline_k.consumer_wait(read_state);
-        wgmma_tile<true, /*wait=*/0>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
-        pipeline_k.consumer_release(read_state);
-        if (mask.needs_mask(m_block, n)) mask.template apply<Traits::kCompactMask>(s_rc, coord_rc, m_block, n);
-        softmax.step(s_rc, rescale);
-        rescale_o();  // O·r_j, then + P_j·V_j: the same order as below
-        convert_into(tSrS, rP);
+        pipeline_k.consumer_wait(next_state);
+        wgmma_tile<true, /*wait=*/0>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
+        pipeline_k.consumer_release(next_state);
+      } else {
+        pipeline_k.consumer_wait(next_state);
+        pipeline_v.consumer_wait(read_state);
+        turn_begin();
+        wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
+        if constexpr (kOverlapSoftmax) rescale_o();  // for the previous block's maxima, before its P·V
+        wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+        turn_end();
+        warpgroup_wait<1>();  // S_j is ready; P·V of the previous block still running
+        pipeline_k.consumer_release(next_state);
       }
-    }
-    for (--n; !kSerialProducts && n >= n_min; --n) {
-      PipelineState next_state = read_state;
-      ++next_state;
-      pipeline_k.consumer_wait(next_state);
-      pipeline_v.consumer_wait(read_state);
-      turn_begin();
-      wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
-      if constexpr (kOverlapSoftmax) rescale_o();  // for the previous block's maxima, before its P·V
-      wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
-      turn_end();
-      warpgroup_wait<1>();  // S_j is ready; P·V of the previous block still running
-      pipeline_k.consumer_release(next_state);
       if (mask.needs_mask(m_block, n)) mask.template apply<Traits::kCompactMask>(s_rc, coord_rc, m_block, n);
       softmax.step(s_rc, rescale);
-      // ptxas schedules within a basic block and would hoist the wait below
-      // (it has no register operands) above the softmax, which then runs only
-      // after the P·V product it is meant to overlap: end the block here.
-      if constexpr (kOverlapSoftmax) basic_block_boundary(n);
-      warpgroup_wait<0>();  // P·V done: P and V_j-1 may be reused
-      pipeline_v.consumer_release(read_state);
-      if constexpr (!kOverlapSoftmax) rescale_o();
+      if constexpr (!kSerialProducts) {
+        // ptxas schedules within a basic block and would hoist the wait below
+        // (it has no register operands) above the softmax, which then runs only
+        // after the P·V product it is meant to overlap: end the block here.
+        if constexpr (kOverlapSoftmax) basic_block_boundary(n);
+        warpgroup_wait<0>();  // P·V done: P and V_j-1 may be reused
+        pipeline_v.consumer_release(read_state);
+      }
+      if constexpr (!kOverlapSoftmax) rescale_o();  // O·r_j, then + P_j·V_j
       convert_into(tSrS, rP);
       read_state = next_state;
     }
