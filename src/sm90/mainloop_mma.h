@@ -128,7 +128,7 @@ struct MainloopMma {
     turn_end();
     warpgroup_wait<0>();
     pipeline_k.consumer_release(read_state);
-    if (mask.needs_mask(m_block, n)) mask.template apply<Traits::kCompactMask>(s_rc, coord_rc, m_block, n);
+    if (mask.needs_mask(m_block, n)) mask.template apply_block<Traits::kCompactMask>(s_rc, coord_rc, m_block, n);
     softmax.step(s_rc, rescale);
     convert_into(tSrS, rP);
 
@@ -162,7 +162,7 @@ struct MainloopMma {
         warpgroup_wait<1>();  // S_j is ready; P·V of the previous block still running
         pipeline_k.consumer_release(next_state);
       }
-      if (mask.needs_mask(m_block, n)) mask.template apply<Traits::kCompactMask>(s_rc, coord_rc, m_block, n);
+      if (mask.needs_mask(m_block, n)) mask.template apply_block<Traits::kCompactMask>(s_rc, coord_rc, m_block, n);
       softmax.step(s_rc, rescale);
       if constexpr (!kSerialProducts) {
         // ptxas schedules within a basic block and would hoist the wait below

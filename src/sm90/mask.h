@@ -36,6 +36,33 @@ struct BlockMask {
            key_first < row_last + diag() - window_left;
   }
 
+  // Whether some (row, key) of the block pair lies left of the window (keys
+  // below row + diag - window_left, for any row of the tile, padding rows
+  // included). Only sliding windows reach it: causal masks and key tails
+  // need the right bound alone.
+  CUTE_DEVICE bool needs_left(int m_block, int n_block) const {
+    int const row_last = m_block * kBlockM + kBlockM - 1;
+    return n_block * kBlockN < row_last + diag() - window_left;
+  }
+
+  // What the kernels call on a block that needs_mask(): apply() with the
+  // left-bound comparisons only where the block reaches the left edge. A
+  // causal diagonal block then costs one compare and one select a score
+  // instead of two compares and a select (about 100 of the 230 instructions
+  // of a 128-key block's mask at head dim 64). Both branches mask the same
+  // scores (needs_left false means no key of the block is below any row's
+  // left bound); the branch is on indices, never on data.
+  template <bool kCompact, class TS, class TC>
+  CUTE_DEVICE void apply_block(TS& s_rc, TC const& coord_rc, int m_block, int n_block) const {
+    // The compact form (160-register consumers) keeps one path: with two,
+    // ptxas spilled 4 bytes there.
+    if (kCompact || needs_left(m_block, n_block)) {
+      apply<kCompact, true>(s_rc, coord_rc, m_block, n_block);
+    } else {
+      apply<kCompact, false>(s_rc, coord_rc, m_block, n_block);
+    }
+  }
+
   // Sets masked scores to -inf. s_rc / coord_rc are the (row, col) views of the
   // score accumulator and of the identity tensor partitioned the same way.
   //
@@ -52,7 +79,9 @@ struct BlockMask {
   // The 240/255-register kernels keep the first form: with the compact one
   // they ran 1-4% slower on an H100 (bench/results/2026-11-23-h100/
   // mask-and-tiles.txt, same-run A/B), from scheduling alone.
-  template <bool kCompact, class TS, class TC>
+  // kLeft = false leaves out the left bound: right only where needs_left()
+  // is false for the block.
+  template <bool kCompact, bool kLeft = true, class TS, class TC>
   CUTE_DEVICE void apply(TS& s_rc, TC const& coord_rc, int m_block, int n_block) const {
     int const col0 = get<1>(coord_rc(0, 0));  // this thread's first column
     int const key0 = n_block * kBlockN + col0;
@@ -78,7 +107,8 @@ struct BlockMask {
       CUTLASS_PRAGMA_UNROLL
       for (int c = 0; c < size<1>(s_rc); ++c) {
         int const key = kCompact ? get<1>(coord_rc(r, c)) - col0 : n_block * kBlockN + get<1>(coord_rc(r, c));
-        s_rc(r, c) = (key < lo || key > hi) ? -INFINITY : s_rc(r, c);
+        bool const out = kLeft ? (key < lo || key > hi) : key > hi;
+        s_rc(r, c) = out ? -INFINITY : s_rc(r, c);
       }
     }
   }

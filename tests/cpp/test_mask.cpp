@@ -61,7 +61,7 @@ int mismatches(flashcore::sm90::BlockMask<kBlockM, kBlockN> const& mask, int sq,
   float s[2 * kCols];
   std::fill(s, s + 2 * kCols, 1.f);
   auto s_rc = make_tensor(&s[0], layout);
-  mask.template apply<kCompact>(s_rc, coord_rc, m_block, n_block);
+  mask.template apply_block<kCompact>(s_rc, coord_rc, m_block, n_block);
   int wrong = 0;
   for (int r = 0; r < 2; ++r) {
     for (int c = 0; c < kCols; ++c) {
@@ -141,6 +141,45 @@ TEST(Sm90Mask, TheCheckCatchesAnOffByOne) {
   }
   EXPECT_GT(found, 0);
   EXPECT_GT(reported.size(), 0);
+}
+
+}  // namespace
+
+namespace {
+
+// apply_block() leaves out the left bound where needs_left() says no key of
+// the block lies left of any row's window: causal diagonals and key tails
+// take the short path, a sliding window's left edge the full one. The sweeps
+// above check that both paths mask exactly the definition; this checks that
+// each path is taken where it should be, and that the short path alone would
+// be wrong at a left edge (so the choice matters).
+TEST(Sm90Mask, LeftBoundOnlyWhereABlockReachesIt) {
+  using Mask = flashcore::sm90::BlockMask<128, 128>;
+  Mask const causal{4096, 4096, kUnbounded, 0};
+  for (int m = 0; m < 32; ++m) {
+    for (int n = 0; n <= m; ++n) EXPECT_FALSE(causal.needs_left(m, n)) << m << "," << n;
+  }
+  Mask const window{4096, 4096, 300, 0};  // rows see keys [row - 300, row]
+  // Rows 1280..1407 see keys from 980 (row 1280) to 1107 (row 1407) on.
+  EXPECT_TRUE(window.needs_left(10, 7));   // keys 896..1023
+  EXPECT_TRUE(window.needs_left(10, 8));   // keys 1024..1151: below 1107 for the last rows
+  EXPECT_FALSE(window.needs_left(10, 9));  // keys 1152..1279
+  EXPECT_FALSE(window.needs_left(10, 10));
+
+  // At the left edge the right-only form lets keys through that the window
+  // excludes: with it, the thread's share of block (10, 7) would be wrong.
+  constexpr int kCols = 32;
+  std::vector<cute::tuple<int, int>> coords = thread_coords<128>(0, 0);
+  auto layout = make_layout(make_shape(_2{}, Int<kCols>{}));
+  auto coord_rc = make_tensor(coords.data(), layout);
+  float s[2 * kCols];
+  std::fill(s, s + 2 * kCols, 1.f);
+  auto s_rc = make_tensor(&s[0], layout);
+  window.apply<false, false>(s_rc, coord_rc, 10, 7);
+  int let_through = 0;
+  for (int i = 0; i < 2 * kCols; ++i) let_through += !std::isinf(s[i]);
+  EXPECT_GT(let_through, 0);  // row 1280 allows no key below 980, and block 7 is keys 896..1023
+  EXPECT_EQ(mismatches<false>(window, 4096, 4096, 300, 0, 10, 7, 0, 0, true), 0);
 }
 
 }  // namespace
