@@ -52,7 +52,7 @@ struct BlockMask {
   // of a 128-key block's mask at head dim 64). Both branches mask the same
   // scores (needs_left false means no key of the block is below any row's
   // left bound); the branch is on indices, never on data. Same-run A/B on
-  // an H100, output bits identical: causal 512-1k 1-2.6% faster
+  // an H100, output bits identical: causal 512-1k 0.8-2.6% faster
   // (bench/results/2026-11-25-h100/ab3-mask-right-only-table.txt).
   template <bool kCompact, class TS, class TC>
   CUTE_DEVICE void apply_block(TS& s_rc, TC const& coord_rc, int m_block, int n_block) const {
