@@ -143,10 +143,6 @@ TEST(Sm90Mask, TheCheckCatchesAnOffByOne) {
   EXPECT_GT(reported.size(), 0);
 }
 
-}  // namespace
-
-namespace {
-
 // apply_block() leaves out the left bound where needs_left() says no key of
 // the block lies left of any row's window: causal diagonals and key tails
 // take the short path, a sliding window's left edge the full one. The sweeps
