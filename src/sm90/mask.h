@@ -27,15 +27,6 @@ struct BlockMask {
     n_max = hi < lo ? n_min : hi / kBlockN + 1;
   }
 
-  // True when some (row, key) of the block pair lies outside the mask or past
-  // seqlen_k; interior blocks skip the element-wise work.
-  CUTE_DEVICE bool needs_mask(int m_block, int n_block) const {
-    int row_first = m_block * kBlockM, row_last = row_first + kBlockM - 1;
-    int key_first = n_block * kBlockN, key_last = key_first + kBlockN - 1;
-    return key_last >= seqlen_k || key_last > row_first + diag() + window_right ||
-           key_first < row_last + diag() - window_left;
-  }
-
   // Whether some (row, key) of the block pair lies left of the window (keys
   // below row + diag - window_left, for any row of the tile, padding rows
   // included). Only sliding windows reach it: causal masks and key tails
@@ -43,6 +34,14 @@ struct BlockMask {
   CUTE_DEVICE bool needs_left(int m_block, int n_block) const {
     int const row_last = m_block * kBlockM + kBlockM - 1;
     return n_block * kBlockN < row_last + diag() - window_left;
+  }
+
+  // True when some (row, key) of the block pair lies outside the mask or past
+  // seqlen_k; interior blocks skip the element-wise work.
+  CUTE_DEVICE bool needs_mask(int m_block, int n_block) const {
+    int const row_first = m_block * kBlockM;
+    int const key_last = n_block * kBlockN + kBlockN - 1;
+    return key_last >= seqlen_k || key_last > row_first + diag() + window_right || needs_left(m_block, n_block);
   }
 
   // What the kernels call on a block that needs_mask(): apply() with the

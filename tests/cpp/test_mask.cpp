@@ -48,6 +48,19 @@ std::vector<cute::tuple<int, int>> thread_coords(int wg, int thread) {
   return v;
 }
 
+// One thread's share of a key block, all scores 1 until a mask sets some to
+// -inf: the scores and their (row, col) coordinates in the kernels' views.
+template <int kBlockN>
+struct ThreadShare {
+  static constexpr int kCols = kBlockN / 4;
+  std::vector<cute::tuple<int, int>> coords;
+  float s[2 * kCols];
+  ThreadShare(int wg, int thread) : coords(thread_coords<kBlockN>(wg, thread)) { std::fill(s, s + 2 * kCols, 1.f); }
+  static auto layout() { return make_layout(make_shape(_2{}, Int<kCols>{})); }
+  auto s_rc() { return make_tensor(&s[0], layout()); }
+  auto coord_rc() { return make_tensor(coords.data(), layout()); }
+};
+
 // Keys `mask` lets through that the definition (sq, sk, left, right) does
 // not, or the reverse, in one thread's share of block (m_block, n_block);
 // only rows < sq when `stored_rows_only`. Reports the first few.
@@ -55,12 +68,9 @@ template <bool kCompact, int kBlockM, int kBlockN>
 int mismatches(flashcore::sm90::BlockMask<kBlockM, kBlockN> const& mask, int sq, int sk, int left, int right,
                int m_block, int n_block, int wg, int thread, bool stored_rows_only) {
   constexpr int kCols = kBlockN / 4;
-  std::vector<cute::tuple<int, int>> coords = thread_coords<kBlockN>(wg, thread);
-  auto layout = make_layout(make_shape(_2{}, Int<kCols>{}));
-  auto coord_rc = make_tensor(coords.data(), layout);
-  float s[2 * kCols];
-  std::fill(s, s + 2 * kCols, 1.f);
-  auto s_rc = make_tensor(&s[0], layout);
+  ThreadShare<kBlockN> share(wg, thread);
+  auto s_rc = share.s_rc();
+  auto coord_rc = share.coord_rc();
   mask.template apply_block<kCompact>(s_rc, coord_rc, m_block, n_block);
   int wrong = 0;
   for (int r = 0; r < 2; ++r) {
@@ -164,16 +174,11 @@ TEST(Sm90Mask, LeftBoundOnlyWhereABlockReachesIt) {
 
   // At the left edge the right-only form lets keys through that the window
   // excludes: with it, the thread's share of block (10, 7) would be wrong.
-  constexpr int kCols = 32;
-  std::vector<cute::tuple<int, int>> coords = thread_coords<128>(0, 0);
-  auto layout = make_layout(make_shape(_2{}, Int<kCols>{}));
-  auto coord_rc = make_tensor(coords.data(), layout);
-  float s[2 * kCols];
-  std::fill(s, s + 2 * kCols, 1.f);
-  auto s_rc = make_tensor(&s[0], layout);
-  window.apply<false, false>(s_rc, coord_rc, 10, 7);
+  ThreadShare<128> share(0, 0);
+  auto s_rc = share.s_rc();
+  window.apply<false, false>(s_rc, share.coord_rc(), 10, 7);
   int let_through = 0;
-  for (int i = 0; i < 2 * kCols; ++i) let_through += !std::isinf(s[i]);
+  for (float x : share.s) let_through += !std::isinf(x);
   EXPECT_GT(let_through, 0);  // row 1280 allows no key below 980, and block 7 is keys 896..1023
   EXPECT_EQ(mismatches<false>(window, 4096, 4096, 300, 0, 10, 7, 0, 0, true), 0);
 }
