@@ -31,6 +31,7 @@ PLAIN_TILES = (
     (128, 128, 128, 3),
     (256, 128, 64, 2),
     (256, 128, 80, 2),
+    (256, 128, 128, 5),
 )
 # The serving variants (varlen, KV cache, paged KV, split-KV: kernel_traits.h)
 # of head dims up to 128, which serving calls use.
