@@ -57,26 +57,22 @@ struct KernelTraits {
 
   // Inter-warpgroup ping-pong: the consumer warpgroups take turns issuing
   // their WGMMAs (named barriers), so one warpgroup's softmax runs while the
-  // tensor cores work on the other's products. Not at head dim 256, whose
-  // Q·Kᵀ steps are bound by shared-memory reads (docs/kernels.md): there
-  // the two warpgroups issue freely, 1.3-3.5% faster without a mask
-  // (512-8k tokens) and 0-2.3% slower causal than with turns, same-run A/B
-  // in bench/results/2026-11-23c-h100/ab1-narrow-atoms-table.txt
-  // (d256nt).
-#ifdef FLASHCORE_SERIAL_TURNS
-  static constexpr bool kPingPong = kNumMmaWarpGroups > 1 && (kHeadDim < 256 || kBlockN == 128);
-#else
+  // tensor cores work on the other's products. Not at head dim 256: there
+  // the two warpgroups issue freely. With 64-key blocks that was 1.3-3.5%
+  // faster without a mask (512-8k tokens) and 0-2.3% slower causal than with
+  // turns (bench/results/2026-11-23c-h100/ab1-narrow-atoms-table.txt,
+  // d256nt); with today's 128-key sliced blocks, turns around each
+  // warpgroup's P·V and next Q·Kᵀ are 10-15% slower
+  // (bench/results/2026-11-25b-h100/ab-d256-turns-table.txt).
   static constexpr bool kPingPong = kNumMmaWarpGroups > 1 && kHeadDim < 256;
-#endif
   // Without turns, each warpgroup waits for its P·V product before it issues
   // its next Q·Kᵀ (mainloop_mma.h). Scores and probabilities then never hold
-  // registers at once: at head dim 256 that is what lets 80-key blocks fit
-  // the consumers' 240 registers without spilling (O 128 + S 40; with both
-  // products in flight, P's 20 more spilled 36 bytes). Same-run A/B on an
-  // H100 (bench/results/2026-11-23d-h100/ab1-*): with 64-key blocks the
-  // serial order is level to 4% faster; with 80 keys it is 3-5% faster than
-  // the 64-key kernel from 2k tokens, level at 512.
-  static constexpr bool kSerialProducts = kNumMmaWarpGroups > 1 && kHeadDim == 256;
+  // registers at once: at head dim 256 that is what lets 128-key blocks fit
+  // the consumers' 240 registers without spilling (O 128 + S 64; P's 32 more
+  // would not fit beside them). Same-run A/B on an H100
+  // (bench/results/2026-11-23d-h100/ab1-*): with 64-key blocks the serial
+  // order was level to 4% faster than both products in flight.
+  static constexpr bool kSerialProducts = kNumMmaWarpGroups > 1 && !kPingPong;
 
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
   using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;
@@ -115,7 +111,9 @@ struct KernelTraits {
   // dims), 16 KiB each, and kStages counts slices. A product waits for each
   // slice as it reaches it, the slices a warpgroup is done with free as soon
   // as the other one is done too, and the producer streams the next block's
-  // slices into them: the ring holds 1.25 blocks of each.
+  // slices into them: the ring holds 1.25 blocks of each. Against 64- and
+  // 80-key blocks with two whole stages, 1.5-3% faster on the FA3 grid
+  // (tuning_table.h: kTunedBlockN).
   static constexpr int kSlices = kHeadDim == 256 && kBlockN == 128 ? 4 : 1;
   static_assert(!kServing || kSlices == 1, "serving kernels load whole key blocks (paged chunks)");
   static constexpr int kSliceD = kHeadDim / kSlices;  // K: head-dim columns a stage holds

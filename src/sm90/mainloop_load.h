@@ -64,6 +64,7 @@ struct MainloopLoad {
 
     StaticTileScheduler<Params> scheduler{params};
     PipelineState write_state = cutlass::make_producer_start_state<PipelineKV>();
+    int slices_issued = 0;  // sliced kernels count their stages instead (below)
     // Only paged calls run this on more than one thread (flash_fwd_kernel.h).
     int const lane = Traits::kServing ? int(threadIdx.x % 32) : 0;
     bool const leader = lane == 0;
@@ -107,21 +108,38 @@ struct MainloopLoad {
         // barriers: a lane that falls two phases behind waits on the parity
         // of a phase that never completes again, and the CTA hangs.)
         if (!paged) {  // the leader alone runs this loop
-          // K is issued as soon as its stage is free: V's frees later (after
-          // P·V). Sliced blocks take kSlices stages of each ring, K's slices
-          // first (the order the consumers read them).
-          PipelineState k_state = write_state;
-          CUTLASS_PRAGMA_UNROLL
-          for (int c = 0; c < kSlices; ++c, ++k_state) {
-            pipeline_k.producer_acquire(k_state);
-            copy(params.tma_k.with(*pipeline_k.producer_get_barrier(k_state), 0), tKgK(_, _, _, n, c),
-                 tKsK(_, _, _, k_state.index()));
-          }
-          CUTLASS_PRAGMA_NO_UNROLL
-          for (int c = 0; c < kSlices; ++c, ++write_state) {
+          // K is issued as soon as its stage is free: V's frees later (after P·V).
+          if constexpr (kSlices == 1) {
+            pipeline_k.producer_acquire(write_state);
+            copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0), tKgK(_, _, _, n, 0),
+                 tKsK(_, _, _, write_state.index()));
             pipeline_v.producer_acquire(write_state);
-            copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0), tVgV(_, _, _, n * kSlices + c),
+            copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0), tVgV(_, _, _, n),
                  tVsV(_, _, _, write_state.index()));
+            ++write_state;
+          } else {
+            // A block takes kSlices stages of each ring, K's slices first
+            // (the order the consumers read them). The stages are counted
+            // by one integer here: the producer's 24 registers do not hold
+            // a second pipeline state.
+            auto state_at = [](int i) {  // the producer's state for its i-th stage
+              return PipelineState(i % Traits::kStages, ((i / Traits::kStages) & 1) ^ 1, i);
+            };
+            CUTLASS_PRAGMA_UNROLL
+            for (int c = 0; c < kSlices; ++c) {
+              PipelineState const st = state_at(slices_issued + c);
+              pipeline_k.producer_acquire(st);
+              copy(params.tma_k.with(*pipeline_k.producer_get_barrier(st), 0), tKgK(_, _, _, n, c),
+                   tKsK(_, _, _, st.index()));
+            }
+            CUTLASS_PRAGMA_NO_UNROLL
+            for (int c = 0; c < kSlices; ++c) {
+              PipelineState const st = state_at(slices_issued + c);
+              pipeline_v.producer_acquire(st);
+              copy(params.tma_v.with(*pipeline_v.producer_get_barrier(st), 0), tVgV(_, _, _, n * kSlices + c),
+                   tVsV(_, _, _, st.index()));
+            }
+            slices_issued += kSlices;
           }
         } else if constexpr (Traits::kServing) {
           if (leader) {
@@ -164,6 +182,10 @@ struct MainloopLoad {
     }
     // Keep the CTA alive until the consumers have released every stage.
     if (leader) {
+      if constexpr (kSlices > 1) {
+        write_state = PipelineState(slices_issued % Traits::kStages, ((slices_issued / Traits::kStages) & 1) ^ 1,
+                                    slices_issued);
+      }
       pipeline_k.producer_tail(write_state);
       pipeline_v.producer_tail(write_state);
     }

@@ -15,7 +15,8 @@
 // 192-row tiles) each one's softmax runs while the tensor cores work on the
 // others' products (ping-pong turns), after its own products are done. At
 // head dim 256 the two warpgroups issue without turns, each one's P·V and
-// next Q·Kᵀ one after the other (kSerialProducts below).
+// next Q·Kᵀ one after the other (kSerialProducts below), each product over
+// the quarter-block slices of the K/V ring (product_over_slices).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -60,7 +61,7 @@ struct MainloopMma {
   // kSerialProducts), while the other warpgroup's products keep the tensor
   // cores busy.
   static constexpr bool kSerialProducts = Traits::kSerialProducts;
-  static_assert(!kSerialProducts || !kOverlapSoftmax);
+  static_assert(!kSerialProducts || (!Traits::kPingPong && !kOverlapSoftmax));
 
   // Ring stages a key block takes (kernel_traits.h): 1, or kSlices slices
   // of K along the head dim and of V along the keys, which only the serial
@@ -72,36 +73,31 @@ struct MainloopMma {
   static constexpr int kRows = 2;
 
   // C (+)= A·B with B in kSlices consecutive stages of `pipeline` from
-  // `state`, in two halves so a ping-pong turn can end between them:
-  // issue_slices waits for each slice just before the WGMMAs that read it
-  // (one batch a slice); retire_slices waits for the batches in order and
-  // frees each slice as soon as its batch is done, so the producer can
-  // refill it, and returns with the whole product in C.
+  // `state`: waits for each slice just before the WGMMAs that read it (one
+  // batch a slice), then for the batches in order, freeing each slice as
+  // soon as its batch is done so the producer can refill it. Returns with
+  // the whole product in C.
   template <bool kZeroInit, class TiledMma, class TA, class TB, class TC>
-  CUTE_DEVICE static void issue_slices(TiledMma& tiled_mma, TA const& tCrA, TB const& tCrB, TC& tCrC,
-                                       PipelineKV& pipeline, PipelineState state) {
+  CUTE_DEVICE static void product_over_slices(TiledMma& tiled_mma, TA const& tCrA, TB const& tCrB, TC& tCrC,
+                                              PipelineKV& pipeline, PipelineState state) {
     constexpr bool kIsRS = !cute::is_base_of<GMMA::DescriptorIterator, typename TiledMma::FrgTypeA>::value;
     constexpr int kSteps = decltype(size<2>(tCrB))::value;  // k-steps a slice holds
     static_assert(kSteps * kSlices == decltype(size<2>(tCrA))::value);
     if constexpr (kIsRS) warpgroup_fence_operand(const_cast<TA&>(tCrA));
     warpgroup_fence_operand(tCrC);
     if constexpr (kZeroInit) tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+    PipelineState s = state;
     CUTLASS_PRAGMA_UNROLL
-    for (int c = 0; c < kSlices; ++c, ++state) {
-      pipeline.consumer_wait(state);
+    for (int c = 0; c < kSlices; ++c, ++s) {
+      pipeline.consumer_wait(s);
       warpgroup_arrive();
       CUTLASS_PRAGMA_UNROLL
       for (int k = 0; k < kSteps; ++k) {
-        cute::gemm(tiled_mma, tCrA(_, _, c * kSteps + k), tCrB(_, _, k, state.index()), tCrC);
+        cute::gemm(tiled_mma, tCrA(_, _, c * kSteps + k), tCrB(_, _, k, s.index()), tCrC);
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
     }
-  }
-  template <class TiledMma, class TA, class TC>
-  CUTE_DEVICE static void retire_slices(TiledMma const&, TA const& tCrA, TC& tCrC, PipelineKV& pipeline,
-                                        PipelineState state) {
-    constexpr bool kIsRS = !cute::is_base_of<GMMA::DescriptorIterator, typename TiledMma::FrgTypeA>::value;
     cute::for_each(make_int_sequence<kSlices>{}, [&](auto c) {
       warpgroup_wait<kSlices - 1 - decltype(c)::value>();
       pipeline.consumer_release(state);
@@ -181,10 +177,7 @@ struct MainloopMma {
     // First (last-in-sequence) key block: S, mask, softmax.
     int n = n_max - 1;
     if constexpr (kSerialProducts) {
-      turn_begin();
-      issue_slices</*zero_init=*/true>(tiled_mma_qk, q_operand(), tSrK, tSrS, pipeline_k, read_state);
-      turn_end();
-      retire_slices(tiled_mma_qk, tSrK, tSrS, pipeline_k, read_state);
+      product_over_slices</*zero_init=*/true>(tiled_mma_qk, q_operand(), tSrK, tSrS, pipeline_k, read_state);
     } else {
       pipeline_k.consumer_wait(read_state);
       turn_begin();
@@ -209,12 +202,8 @@ struct MainloopMma {
       PipelineState const next_state = next_block(read_state);
       if constexpr (kSerialProducts) {
         // P·V of the previous block, waited for, then this block's Q·Kᵀ.
-        turn_begin();
-        issue_slices<false>(tiled_mma_pv, tOrP, tOrV, tOrO, pipeline_v, read_state);
-        retire_slices(tiled_mma_pv, tOrP, tOrO, pipeline_v, read_state);
-        issue_slices<true>(tiled_mma_qk, q_operand(), tSrK, tSrS, pipeline_k, next_state);
-        turn_end();
-        retire_slices(tiled_mma_qk, tSrK, tSrS, pipeline_k, next_state);
+        product_over_slices<false>(tiled_mma_pv, tOrP, tOrV, tOrO, pipeline_v, read_state);
+        product_over_slices<true>(tiled_mma_qk, q_operand(), tSrK, tSrS, pipeline_k, next_state);
       } else {
         pipeline_k.consumer_wait(next_state);
         pipeline_v.consumer_wait(read_state);
@@ -242,10 +231,7 @@ struct MainloopMma {
     }
 
     if constexpr (kSerialProducts) {
-      turn_begin();
-      issue_slices<false>(tiled_mma_pv, tOrP, tOrV, tOrO, pipeline_v, read_state);
-      turn_end();
-      retire_slices(tiled_mma_pv, tOrP, tOrO, pipeline_v, read_state);
+      product_over_slices<false>(tiled_mma_pv, tOrP, tOrV, tOrO, pipeline_v, read_state);
     } else {
       pipeline_v.consumer_wait(read_state);
       turn_begin();

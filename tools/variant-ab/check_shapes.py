@@ -45,6 +45,7 @@ def main():
     # (dtype, B, Hq, Hkv, Sq, Sk, causal, window)
     shapes = [
         ("bf16", 2, 4, 4, 1, 1, False, None),
+        ("bf16", 3, 8, 2, 1, 700, False, None),  # decode: GQA rows packed into one tile
         ("bf16", 1, 4, 2, 17, 17, True, None),
         ("bf16", 2, 2, 2, 127, 129, False, None),
         ("bf16", 1, 4, 1, 129, 1000, True, None),
