@@ -11,10 +11,10 @@ import pathlib
 import sys
 
 # The plain kernels: (head_dim, block_m, block_n, stages). The key block
-# (block_n) fixes each row's reduction order (docs/numerics.md): 128 keys for
-# every head dim. Head dim 256's kernel holds a block in 5 ring stages of a
-# quarter block each (kernel_traits.h kSlices), so its stage count counts
-# slices. Head dim 128 has two 128-row variants
+# (block_n) fixes each row's reduction order (docs/numerics.md): one per head
+# dim, except head dim 256, whose 64-key blocks serve short sequences and its
+# 80-key blocks long ones, picked by the keys of a sequence and the mask,
+# never by the batch (tuning_table.h). Head dim 128 has two 128-row variants
 # that differ only in their shared-memory plan (kernel_traits.h): 2 K/V stages with a double-
 # buffered Q and an O buffer of its own (short sequences, causal), or 3
 # stages with O staged through Q (long non-causal sequences); dispatch picks
@@ -29,7 +29,8 @@ PLAIN_TILES = (
     (128, 64, 128, 2),
     (128, 128, 128, 2),
     (128, 128, 128, 3),
-    (256, 128, 128, 5),
+    (256, 128, 64, 2),
+    (256, 128, 80, 2),
 )
 # The serving variants (varlen, KV cache, paged KV, split-KV: kernel_traits.h)
 # of head dims up to 128, which serving calls use.
@@ -50,7 +51,7 @@ KERNELS = [
 
 # The WGMMA widths CuTe's atom selectors offer by default. A kernel whose key
 # block (the Q·Kᵀ atom's N) or head dim (the P·V atom's N) is another width,
-# such as the 80- and 176-key blocks of tools/variant-ab/patches, needs CuTe's extended shapes: its
+# such as head dim 256's 80-key blocks, needs CuTe's extended shapes: its
 # translation unit defines CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (without it
 # CuTe silently picks a narrower atom, which kernel_traits.h turns into a
 # compile error). Only there: the extended shapes add ~27 s of compile time

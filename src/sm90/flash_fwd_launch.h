@@ -66,9 +66,11 @@ TmaSet<Traits> make_tma_set(const TmaKey& key) {
   return {make_tma_copy(SM90_TMA_LOAD{}, tma_rows_tensor<Element const>(key.q), typename Traits::SmemLayoutQ{},
                         select<0, 2>(typename Traits::TileShapeQK{}), _1{}),
           make_tma_copy(SM90_TMA_LOAD{}, tma_rows_tensor<Element const>(key.k),
-                        take<0, 2>(typename Traits::SmemLayoutK{}), typename Traits::BoxK{}, _1{}),
+                        take<0, 2>(typename Traits::SmemLayoutK{}), select<1, 2>(typename Traits::TileShapeQK{}),
+                        _1{}),
           make_tma_copy(SM90_TMA_LOAD{}, tma_dim_major_tensor<Element const>(key.v),
-                        take<0, 2>(typename Traits::SmemLayoutVt{}), typename Traits::BoxVt{}, _1{}),
+                        take<0, 2>(typename Traits::SmemLayoutVt{}), select<1, 2>(typename Traits::TileShapePV{}),
+                        _1{}),
           make_tma_copy(SM90_TMA_STORE{}, tma_rows_tensor<Element>(key.o), typename Traits::SmemLayoutO{},
                         Shape<Int<Traits::kStoreRows>, Int<Traits::kHeadDim>>{}, _1{})};
 }
@@ -136,7 +138,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
     auto mKp = tma_rows_tensor<Element const>(kv_view(args.k, p.page_size));
     auto mVp = tma_dim_major_tensor<Element const>(kv_view(args.v, p.page_size));
     params.tma_k_chunk = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename Traits::SmemLayoutKChunk{},
-                                       Shape<Int<Traits::kChunk>, Int<Traits::kSliceD>>{}, _1{});
+                                       Shape<Int<Traits::kChunk>, Int<Traits::kHeadDim>>{}, _1{});
     params.tma_v_chunk = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename Traits::SmemLayoutVtChunk{},
                                        Shape<Int<Traits::kHeadDim>, Int<Traits::kChunk>>{}, _1{});
     params.block_table = args.block_table;

@@ -57,21 +57,21 @@ struct KernelTraits {
 
   // Inter-warpgroup ping-pong: the consumer warpgroups take turns issuing
   // their WGMMAs (named barriers), so one warpgroup's softmax runs while the
-  // tensor cores work on the other's products. Not at head dim 256: there
-  // the two warpgroups issue freely. With 64-key blocks that was 1.3-3.5%
-  // faster without a mask (512-8k tokens) and 0-2.3% slower causal than with
-  // turns (bench/results/2026-11-23c-h100/ab1-narrow-atoms-table.txt,
-  // d256nt); with today's 128-key sliced blocks, turns around each
-  // warpgroup's P·V and next Q·Kᵀ are 10-15% slower
-  // (bench/results/2026-11-25b-h100/ab-d256-turns-table.txt).
+  // tensor cores work on the other's products. Not at head dim 256, whose
+  // Q·Kᵀ steps are bound by shared-memory reads (docs/kernels.md): there
+  // the two warpgroups issue freely, 1.3-3.5% faster without a mask
+  // (512-8k tokens) and 0-2.3% slower causal than with turns, same-run A/B
+  // in bench/results/2026-11-23c-h100/ab1-narrow-atoms-table.txt
+  // (d256nt).
   static constexpr bool kPingPong = kNumMmaWarpGroups > 1 && kHeadDim < 256;
   // Without turns, each warpgroup waits for its P·V product before it issues
   // its next Q·Kᵀ (mainloop_mma.h). Scores and probabilities then never hold
-  // registers at once: at head dim 256 that is what lets 128-key blocks fit
-  // the consumers' 240 registers without spilling (O 128 + S 64; P's 32 more
-  // would not fit beside them). Same-run A/B on an H100
-  // (bench/results/2026-11-23d-h100/ab1-*): with 64-key blocks the serial
-  // order was level to 4% faster than both products in flight.
+  // registers at once: at head dim 256 that is what lets 80-key blocks fit
+  // the consumers' 240 registers without spilling (O 128 + S 40; with both
+  // products in flight, P's 20 more spilled 36 bytes). Same-run A/B on an
+  // H100 (bench/results/2026-11-23d-h100/ab1-*): with 64-key blocks the
+  // serial order is level to 4% faster; with 80 keys it is 3-5% faster than
+  // the 64-key kernel from 2k tokens, level at 512.
   static constexpr bool kSerialProducts = kNumMmaWarpGroups > 1 && !kPingPong;
 
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
@@ -102,40 +102,18 @@ struct KernelTraits {
                              GMMA::Major::K, Element, Int<kBlockM>, Int<kHeadDim>>());
   using SmemLayoutQ = decltype(tile_to_shape(SmemAtomQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
 
-  // Sliced K/V ring (head dim 256 with 128-key blocks): a 128-row Q (64 KiB)
-  // leaves room for one whole 128-key K/V block (128 KiB) and not two, and
-  // with one stage the loads of block j+1 wait for both warpgroups' products
-  // on block j (15-21% slower: docs/kernels.md). So each ring stage holds a
-  // slice of a block instead: K in kSlices pieces along the head dim (128
-  // keys x 64 dims), V in kSlices pieces along the keys (32 keys x 256
-  // dims), 16 KiB each, and kStages counts slices. A product waits for each
-  // slice as it reaches it, the slices a warpgroup is done with free as soon
-  // as the other one is done too, and the producer streams the next block's
-  // slices into them: the ring holds 1.25 blocks of each. Against 64- and
-  // 80-key blocks with two whole stages, 1.5-3% faster on the FA3 grid
-  // (tuning_table.h: kTunedBlockN).
-  static constexpr int kSlices = kHeadDim == 256 && kBlockN == 128 ? 4 : 1;
-  static_assert(!kServing || kSlices == 1, "serving kernels load whole key blocks (paged chunks)");
-  static constexpr int kSliceD = kHeadDim / kSlices;  // K: head-dim columns a stage holds
-  static constexpr int kSliceN = kBlockN / kSlices;   // V: keys a stage holds
-  static_assert(kSliceD % 64 == 0 || kSlices == 1, "K slices are whole 128-byte swizzle atoms");
-  static_assert(kSliceN % 16 == 0, "V slices are whole P·V k-steps");
-
   using SmemAtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
-                             GMMA::Major::K, Element, Int<kBlockN>, Int<kSliceD>>());
+                             GMMA::Major::K, Element, Int<kBlockN>, Int<kHeadDim>>());
   using SmemLayoutK = decltype(tile_to_shape(
-      SmemAtomK{}, Shape<Int<kBlockN>, Int<kSliceD>, Int<kStages>>{}));
+      SmemAtomK{}, Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
 
   using SmemAtomVt = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
-                              GMMA::Major::MN, Element, Int<kHeadDim>, Int<kSliceN>>());
+                              GMMA::Major::MN, Element, Int<kHeadDim>, Int<kBlockN>>());
   using SmemLayoutVt = decltype(tile_to_shape(
-      SmemAtomVt{}, Shape<Int<kHeadDim>, Int<kSliceN>, Int<kStages>>{}, Step<_1, _2, _3>{}));
-  // The TMA boxes of one stage: (keys, dims) of K and (dims, keys) of Vᵀ.
-  using BoxK = Shape<Int<kBlockN>, Int<kSliceD>>;
-  using BoxVt = Shape<Int<kHeadDim>, Int<kSliceN>>;
+      SmemAtomVt{}, Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_1, _2, _3>{}));
 
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
-  static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element) / kSlices;  // one stage
+  static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
 
   // Shared-memory plan, decided by what fits in the 227 KiB of an SM:
   //  - O is staged for its TMA store in a buffer of its own when it fits, so
@@ -178,10 +156,10 @@ struct KernelTraits {
       SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}));
   using TMA_K = decltype(make_tma_copy(
       SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideQKO{}),
-      take<0, 2>(SmemLayoutK{}), BoxK{}, _1{}));
+      take<0, 2>(SmemLayoutK{}), select<1, 2>(TileShapeQK{}), _1{}));
   using TMA_V = decltype(make_tma_copy(
       SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVt{}),
-      take<0, 2>(SmemLayoutVt{}), BoxVt{}, _1{}));
+      take<0, 2>(SmemLayoutVt{}), select<1, 2>(TileShapePV{}), _1{}));
   using TMA_O = decltype(make_tma_copy(
       SM90_TMA_STORE{}, make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeT{}, StrideQKO{}),
       SmemLayoutO{}, Shape<Int<kStoreRows>, Int<kHeadDim>>{}, _1{}));
@@ -193,16 +171,14 @@ struct KernelTraits {
   static constexpr int kChunk = 16;
   // The paged, varlen and split-KV paths are compiled into the serving
   // variant only (kServing; dispatch refuses serving calls at head dim 256).
-  // (The types exist in every kernel's parameters; sliced kernels, never
-  // serving, describe a chunk of one K slice and never build one.)
   static_assert(kBlockN % kChunk == 0);
   using SmemLayoutKChunk = decltype(composition(
-      take<0, 2>(SmemLayoutK{}), Layout<Shape<Int<kChunk>, Int<kSliceD>>, Stride<_1, Int<kBlockN>>>{}));
+      take<0, 2>(SmemLayoutK{}), Layout<Shape<Int<kChunk>, Int<kHeadDim>>, Stride<_1, Int<kBlockN>>>{}));
   using SmemLayoutVtChunk = decltype(composition(
       take<0, 2>(SmemLayoutVt{}), Layout<Shape<Int<kHeadDim>, Int<kChunk>>, Stride<_1, Int<kHeadDim>>>{}));
   using TMA_KChunk = decltype(make_tma_copy(
       SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideQKO{}),
-      SmemLayoutKChunk{}, Shape<Int<kChunk>, Int<kSliceD>>{}, _1{}));
+      SmemLayoutKChunk{}, Shape<Int<kChunk>, Int<kHeadDim>>{}, _1{}));
   using TMA_VChunk = decltype(make_tma_copy(
       SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVt{}),
       SmemLayoutVtChunk{}, Shape<Int<kHeadDim>, Int<kChunk>>{}, _1{}));

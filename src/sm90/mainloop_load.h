@@ -4,8 +4,7 @@
 // pipelines, and lane i issues chunk i of each block (below).
 // Q is loaded once per tile, as soon as the previous tile has freed the Q
 // buffer; K and V go through two kStages-deep rings guarded by the sm90 TMA
-// pipelines, in the order the consumers read them (last key block first), a
-// key block a stage or, at head dim 256 with 128 keys, kSlices stages.
+// pipelines, in the order the consumers read them (last key block first).
 //
 // Varlen sequences are addressed by offsetting the packed tensors' row
 // coordinate; a paged KV cache is read 16 keys at a time from the page the
@@ -31,7 +30,6 @@ struct MainloopLoad {
   using PipelineState = typename Traits::PipelineState;
   static constexpr int kChunk = Traits::kChunk;
   static constexpr int kChunks = Traits::kBlockN / kChunk;
-  static constexpr int kSlices = Traits::kSlices;  // ring stages a key block takes (kernel_traits.h)
   static_assert(kChunks <= 32, "paged KV: one producer lane a chunk");
 
   CUTE_DEVICE static void run(Params const& params, Storage& storage, PipelineKV& pipeline_k,
@@ -64,7 +62,6 @@ struct MainloopLoad {
 
     StaticTileScheduler<Params> scheduler{params};
     PipelineState write_state = cutlass::make_producer_start_state<PipelineKV>();
-    int slices_issued = 0;  // sliced kernels count their stages instead (below)
     // Only paged calls run this on more than one thread (flash_fwd_kernel.h).
     int const lane = Traits::kServing ? int(threadIdx.x % 32) : 0;
     bool const leader = lane == 0;
@@ -81,11 +78,10 @@ struct MainloopLoad {
       int head_kv = t.head / params.group;
       Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, t.head, varlen_q ? 0 : t.batch)),
                              select<0, 2>(typename Traits::TileShapeQK{}), make_coord(w.m_block, _0{}));
-      // One stage's box: a whole key block, or a slice of it (kernel_traits.h kSlices).
       Tensor gK = local_tile(domain_offset(make_coord(si.k_offset, _0{}), mK(_, _, head_kv, varlen_k ? 0 : t.batch)),
-                             typename Traits::BoxK{}, make_coord(_, _));  // (N, D/S, n_blocks, S)
+                             select<1, 2>(typename Traits::TileShapeQK{}), make_coord(_, _0{}));  // (N, D, n_blocks)
       Tensor gVt = local_tile(domain_offset(make_coord(_0{}, si.k_offset), mVt(_, _, head_kv, varlen_k ? 0 : t.batch)),
-                              typename Traits::BoxVt{}, make_coord(_0{}, _));  // (D, N/S, n_blocks * S)
+                              select<1, 2>(typename Traits::TileShapePV{}), make_coord(_0{}, _));  // (D, N, n_blocks)
       Tensor tQgQ = tma_q.partition_S(gQ);
       Tensor tKgK = tma_k.partition_S(gK);
       Tensor tVgV = tma_v.partition_S(gVt);
@@ -109,38 +105,12 @@ struct MainloopLoad {
         // of a phase that never completes again, and the CTA hangs.)
         if (!paged) {  // the leader alone runs this loop
           // K is issued as soon as its stage is free: V's frees later (after P·V).
-          if constexpr (kSlices == 1) {
-            pipeline_k.producer_acquire(write_state);
-            copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0), tKgK(_, _, _, n, 0),
-                 tKsK(_, _, _, write_state.index()));
-            pipeline_v.producer_acquire(write_state);
-            copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0), tVgV(_, _, _, n),
-                 tVsV(_, _, _, write_state.index()));
-            ++write_state;
-          } else {
-            // A block takes kSlices stages of each ring, K's slices first
-            // (the order the consumers read them). The stages are counted
-            // by one integer here: the producer's 24 registers do not hold
-            // a second pipeline state.
-            auto state_at = [](int i) {  // the producer's state for its i-th stage
-              return PipelineState(i % Traits::kStages, ((i / Traits::kStages) & 1) ^ 1, i);
-            };
-            CUTLASS_PRAGMA_UNROLL
-            for (int c = 0; c < kSlices; ++c) {
-              PipelineState const st = state_at(slices_issued + c);
-              pipeline_k.producer_acquire(st);
-              copy(params.tma_k.with(*pipeline_k.producer_get_barrier(st), 0), tKgK(_, _, _, n, c),
-                   tKsK(_, _, _, st.index()));
-            }
-            CUTLASS_PRAGMA_NO_UNROLL
-            for (int c = 0; c < kSlices; ++c) {
-              PipelineState const st = state_at(slices_issued + c);
-              pipeline_v.producer_acquire(st);
-              copy(params.tma_v.with(*pipeline_v.producer_get_barrier(st), 0), tVgV(_, _, _, n * kSlices + c),
-                   tVsV(_, _, _, st.index()));
-            }
-            slices_issued += kSlices;
-          }
+          pipeline_k.producer_acquire(write_state);
+          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0),
+               tKgK(_, _, _, n), tKsK(_, _, _, write_state.index()));
+          pipeline_v.producer_acquire(write_state);
+          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0),
+               tVgV(_, _, _, n), tVsV(_, _, _, write_state.index()));
         } else if constexpr (Traits::kServing) {
           if (leader) {
             pipeline_k.producer_acquire(write_state);
@@ -176,16 +146,12 @@ struct MainloopLoad {
             copy(params.tma_v_chunk.with(*pipeline_v.producer_get_barrier(write_state), 0), tma_vc.partition_S(gv),
                  tma_vc.partition_D(sv));
           }
-          ++write_state;
         }
+        ++write_state;
       }
     }
     // Keep the CTA alive until the consumers have released every stage.
     if (leader) {
-      if constexpr (kSlices > 1) {
-        write_state = PipelineState(slices_issued % Traits::kStages, ((slices_issued / Traits::kStages) & 1) ^ 1,
-                                    slices_issued);
-      }
       pipeline_k.producer_tail(write_state);
       pipeline_v.producer_tail(write_state);
     }

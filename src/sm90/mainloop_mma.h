@@ -15,8 +15,7 @@
 // 192-row tiles) each one's softmax runs while the tensor cores work on the
 // others' products (ping-pong turns), after its own products are done. At
 // head dim 256 the two warpgroups issue without turns, each one's P·V and
-// next Q·Kᵀ one after the other (kSerialProducts below), each product over
-// the quarter-block slices of the K/V ring (product_over_slices).
+// next Q·Kᵀ one after the other (kSerialProducts below).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -63,54 +62,8 @@ struct MainloopMma {
   static constexpr bool kSerialProducts = Traits::kSerialProducts;
   static_assert(!kSerialProducts || (!Traits::kPingPong && !kOverlapSoftmax));
 
-  // Ring stages a key block takes (kernel_traits.h): 1, or kSlices slices
-  // of K along the head dim and of V along the keys, which only the serial
-  // order reads (product_over_slices below).
-  static constexpr int kSlices = Traits::kSlices;
-  static_assert(kSlices == 1 || kSerialProducts);
-
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
   static constexpr int kRows = 2;
-
-  // C (+)= A·B with B in kSlices consecutive stages of `pipeline` from
-  // `state`: waits for each slice just before the WGMMAs that read it (one
-  // batch a slice), then for the batches in order, freeing each slice as
-  // soon as its batch is done so the producer can refill it. Returns with
-  // the whole product in C.
-  template <bool kZeroInit, class TiledMma, class TA, class TB, class TC>
-  CUTE_DEVICE static void product_over_slices(TiledMma& tiled_mma, TA const& tCrA, TB const& tCrB, TC& tCrC,
-                                              PipelineKV& pipeline, PipelineState state) {
-    constexpr bool kIsRS = !cute::is_base_of<GMMA::DescriptorIterator, typename TiledMma::FrgTypeA>::value;
-    constexpr int kSteps = decltype(size<2>(tCrB))::value;  // k-steps a slice holds
-    static_assert(kSteps * kSlices == decltype(size<2>(tCrA))::value);
-    if constexpr (kIsRS) warpgroup_fence_operand(const_cast<TA&>(tCrA));
-    warpgroup_fence_operand(tCrC);
-    if constexpr (kZeroInit) tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-    PipelineState s = state;
-    CUTLASS_PRAGMA_UNROLL
-    for (int c = 0; c < kSlices; ++c, ++s) {
-      pipeline.consumer_wait(s);
-      warpgroup_arrive();
-      CUTLASS_PRAGMA_UNROLL
-      for (int k = 0; k < kSteps; ++k) {
-        cute::gemm(tiled_mma, tCrA(_, _, c * kSteps + k), tCrB(_, _, k, s.index()), tCrC);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-    }
-    cute::for_each(make_int_sequence<kSlices>{}, [&](auto c) {
-      warpgroup_wait<kSlices - 1 - decltype(c)::value>();
-      pipeline.consumer_release(state);
-      ++state;
-    });
-    warpgroup_fence_operand(tCrC);
-    if constexpr (kIsRS) warpgroup_fence_operand(const_cast<TA&>(tCrA));
-  }
-  CUTE_DEVICE static PipelineState next_block(PipelineState state) {
-    CUTLASS_PRAGMA_UNROLL
-    for (int c = 0; c < kSlices; ++c) ++state;
-    return state;
-  }
   using Softmax = OnlineSoftmax<kRows>;
 
   // Before the first tile: hands the first turn to warpgroup 0.
@@ -134,17 +87,10 @@ struct MainloopMma {
     auto thr_qk = tiled_mma_qk.get_thread_slice(mma_thread);
     auto thr_pv = tiled_mma_pv.get_thread_slice(mma_thread);
 
+    Tensor sQ = make_tensor(make_smem_ptr(q_smem), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
     Tensor sVt = make_tensor(make_smem_ptr(storage.smem_v.data()), typename Traits::SmemLayoutVt{});
-    // Q's descriptors are the same for every key block: ptxas keeps all of
-    // them (16 of 64 bits at head dim 256) live across the key loop, which
-    // the 128-key scores leave no registers for. Sliced kernels hide Q's
-    // base at each use, so they are recomputed there (uniform adds) instead.
-    auto q_operand = [&] {
-      Element* q = q_smem;
-      if constexpr (kSlices > 1) asm volatile("" : "+l"(q));
-      return thr_qk.partition_fragment_A(make_tensor(make_smem_ptr(q), typename Traits::SmemLayoutQ{}));
-    };
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);
     Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stages)
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stages)
 
@@ -176,16 +122,12 @@ struct MainloopMma {
 
     // First (last-in-sequence) key block: S, mask, softmax.
     int n = n_max - 1;
-    if constexpr (kSerialProducts) {
-      product_over_slices</*zero_init=*/true>(tiled_mma_qk, q_operand(), tSrK, tSrS, pipeline_k, read_state);
-    } else {
-      pipeline_k.consumer_wait(read_state);
-      turn_begin();
-      wgmma_tile</*zero_init=*/true, /*wait=*/-1>(tiled_mma_qk, q_operand(), tSrK(_, _, _, read_state.index()), tSrS);
-      turn_end();
-      warpgroup_wait<0>();
-      pipeline_k.consumer_release(read_state);
-    }
+    pipeline_k.consumer_wait(read_state);
+    turn_begin();
+    wgmma_tile</*zero_init=*/true, /*wait=*/-1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
+    turn_end();
+    warpgroup_wait<0>();
+    pipeline_k.consumer_release(read_state);
     if (mask.needs_mask(m_block, n)) mask.template apply_block<Traits::kCompactMask>(s_rc, coord_rc, m_block, n);
     softmax.step(s_rc, rescale);
     convert_into(tSrS, rP);
@@ -199,16 +141,21 @@ struct MainloopMma {
     };
 
     for (--n; n >= n_min; --n) {
-      PipelineState const next_state = next_block(read_state);
+      PipelineState next_state = read_state;
+      ++next_state;
       if constexpr (kSerialProducts) {
         // P·V of the previous block, waited for, then this block's Q·Kᵀ.
-        product_over_slices<false>(tiled_mma_pv, tOrP, tOrV, tOrO, pipeline_v, read_state);
-        product_over_slices<true>(tiled_mma_qk, q_operand(), tSrK, tSrS, pipeline_k, next_state);
+        pipeline_v.consumer_wait(read_state);
+        wgmma_tile<false, /*wait=*/0>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+        pipeline_v.consumer_release(read_state);
+        pipeline_k.consumer_wait(next_state);
+        wgmma_tile<true, /*wait=*/0>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
+        pipeline_k.consumer_release(next_state);
       } else {
         pipeline_k.consumer_wait(next_state);
         pipeline_v.consumer_wait(read_state);
         turn_begin();
-        wgmma_tile<true, -1>(tiled_mma_qk, q_operand(), tSrK(_, _, _, next_state.index()), tSrS);
+        wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
         if constexpr (kOverlapSoftmax) rescale_o();  // for the previous block's maxima, before its P·V
         wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
         turn_end();
@@ -230,18 +177,14 @@ struct MainloopMma {
       read_state = next_state;
     }
 
-    if constexpr (kSerialProducts) {
-      product_over_slices<false>(tiled_mma_pv, tOrP, tOrV, tOrO, pipeline_v, read_state);
-    } else {
-      pipeline_v.consumer_wait(read_state);
-      turn_begin();
-      if constexpr (kOverlapSoftmax) rescale_o();
-      wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
-      turn_end();
-      warpgroup_wait<0>();
-      pipeline_v.consumer_release(read_state);
-    }
-    read_state = next_block(read_state);
+    pipeline_v.consumer_wait(read_state);
+    turn_begin();
+    if constexpr (kOverlapSoftmax) rescale_o();
+    wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+    turn_end();
+    warpgroup_wait<0>();
+    pipeline_v.consumer_release(read_state);
+    ++read_state;
   }
 };
 

@@ -2,8 +2,9 @@
 // an sm90 GPU. Picked from flashcore-tune runs on an H100 (bench/results/):
 //
 //  - block_n (keys per step) fixes the order of the floating-point reduction
-//    of a row, so it never depends on the batch or on the GPU's load, which
-//    keeps results batch-invariant: 128 keys at every head dim (kTunedBlockN).
+//    of a row, so it depends only on the head dim and, at head dim 256, on a
+//    sequence's own key count and the mask (tuned_block_n): never on the
+//    batch or on the GPU's load, which keeps results batch-invariant.
 //  - block_m (query rows per CTA) does not change any row's arithmetic (the
 //    GPU test BlockMDoesNotChangeResults checks it bit for bit), so it may
 //    follow the total amount of work: 64-row tiles when 128-row tiles would
@@ -50,19 +51,25 @@ inline bool costs_vary_by_tile(const Problem& p) {
 // tiles cost about the same and keep 128 rows).
 inline bool triangular_costs(const Problem& p) { return costs_vary_by_tile(p) && p.window_left >= p.seqlen_k; }
 
-// The key block: 128 keys at every head dim. Head dim 256 holds its 128-key
-// blocks in a sliced ring (kernel_traits.h kSlices); against the 64- and
-// 80-key blocks it had before (64 keys below 1k keys without a mask and 2k
-// with one, 80 above), same-run A/Bs on an H100 with three rounds each
-// (bench/results/2026-11-25b-h100/ab-d256-*.txt, bf16, all twelve FA3-grid
-// cells) measured it 1.5-3% faster everywhere except causal 512 tokens,
-// 0.4% slower: not worth a second kernel. One key block for every call,
-// whatever the batch, so results stay batch-invariant.
-constexpr int kTunedBlockN = 128;
+// The key block: 128 keys, except at head dim 256, whose two consumer
+// warpgroups hold a 64 x 256 fp32 O each and fit 64 or 80 keys (80 is the
+// most that fits shared memory with two K/V stages). Same-run A/B on an H100
+// (bench/results/2026-11-23d-h100/ab2-d256-key-blocks-table.txt, bf16, three
+// rounds): 80 keys are 2-5% faster without a mask from 1k keys and causal
+// from 2k; 64 keys are 4% faster without a mask at 512 and 5-7% faster
+// causal at 512 and 1k, where the 80-key blocks' masked and padded keys
+// weigh more. The choice follows the sequence's own key count (uniform in a
+// plain call; head dim 256 has no serving kernels) and the mask: never the
+// batch, so results stay batch-invariant.
+inline int tuned_block_n(int head_dim, int64_t seqlen_k, bool unmasked) {
+  if (head_dim != 256) return 128;
+  return seqlen_k < (unmasked ? 1024 : 2048) ? 64 : 80;
+}
 
 // What tile choice depends on, from the call (call_shape below).
 struct CallShape {
   int64_t seqlen_q = 0;     // query rows of each (batch, query head)
+  int64_t seqlen_k = 0;     // keys of each sequence (the key block, at head dim 256)
   int64_t sequences = 0;    // batch * query heads
   bool gqa_packed_decode = false;
   bool triangular = false;  // triangular_costs(): causal-like
@@ -99,7 +106,7 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 //      (small batches) were not measured and keep 128 rows.
 //    - sliding windows were not measured and keep 128 rows.
 inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, int num_sms) {
-  int const block_n = kTunedBlockN;
+  int const block_n = tuned_block_n(head_dim, w.seqlen_k, w.unmasked);
   bool const has_m64 = head_dim == 64 || head_dim == 128;
   int64_t const tiles128 = ceil_div(w.seqlen_q, 128) * w.sequences;
   bool const small = tiles128 * 2 <= num_sms;
@@ -118,6 +125,7 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
 inline CallShape call_shape(const Problem& p) {
   CallShape w;
   w.seqlen_q = p.seqlen_q;
+  w.seqlen_k = p.seqlen_k;
   w.sequences = p.batch * p.heads_q;
   w.gqa_packed_decode = packs_gqa(p);
   w.triangular = triangular_costs(p);

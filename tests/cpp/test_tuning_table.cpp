@@ -24,22 +24,38 @@ CallShape work(int64_t seqlen_q, int64_t sequences, bool triangular = false, boo
 int block_m(int head_dim, const CallShape& w) { return tuned_tile(DType::kFloat16, head_dim, w, kSms).block_m; }
 
 TEST(TuningTable, BlockNNeverDependsOnTheBatch) {
-  // block_n fixes each row's reduction order: 128 keys at every head dim,
-  // whatever the lengths, the mask, the number of sequences (batch x heads)
-  // or whether the call is a serving one.
+  // block_n fixes each row's reduction order: it follows the head dim and, at
+  // head dim 256, the sequence's own key count and the mask; never the number
+  // of sequences (batch x heads) or whether the call is a serving one.
   for (int64_t s : {1, 128, 512, 1023, 1024, 2047, 2048, 4096, 16384}) {
     for (bool tri : {false, true}) {
+      int const d256 = tuned_block_n(256, s, !tri);
       for (int64_t seqs : {1, 66, 67, 132, 133, 100000}) {
         for (bool serving : {false, true}) {
           CallShape w = work(s, seqs, tri);
+          w.seqlen_k = s;
           w.serving = serving;
-          for (int d : {64, 96, 128, 256}) {
-            EXPECT_EQ(tuned_tile(DType::kBFloat16, d, w, kSms).block_n, 128) << d << " " << s << " keys, seqs " << seqs;
-          }
+          EXPECT_EQ(tuned_tile(DType::kFloat16, 64, w, kSms).block_n, 128);
+          EXPECT_EQ(tuned_tile(DType::kBFloat16, 128, w, kSms).block_n, 128);
+          EXPECT_EQ(tuned_tile(DType::kBFloat16, 96, w, kSms).block_n, 128);
+          EXPECT_EQ(tuned_tile(DType::kBFloat16, 256, w, kSms).block_n, d256) << s << " keys, seqs " << seqs;
         }
       }
     }
   }
+}
+
+TEST(TuningTable, HeadDim256KeyBlocksFollowTheMeasuredCrossovers) {
+  // bench/results/2026-11-23d-h100/ab2-d256-key-blocks-table.txt: 64 keys win
+  // below 1k keys without a mask and below 2k with one.
+  EXPECT_EQ(tuned_block_n(256, 512, /*unmasked=*/true), 64);
+  EXPECT_EQ(tuned_block_n(256, 1023, true), 64);
+  EXPECT_EQ(tuned_block_n(256, 1024, true), 80);
+  EXPECT_EQ(tuned_block_n(256, 16384, true), 80);
+  EXPECT_EQ(tuned_block_n(256, 1024, /*unmasked=*/false), 64);
+  EXPECT_EQ(tuned_block_n(256, 2047, false), 64);
+  EXPECT_EQ(tuned_block_n(256, 2048, false), 80);
+  EXPECT_EQ(tuned_block_n(128, 16384, true), 128);
 }
 
 TEST(TuningTable, SixtyFourRowTilesForSmallOrOneWaveTriangularCalls) {

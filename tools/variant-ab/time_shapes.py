@@ -3,7 +3,9 @@ PYTHONPATH) and SDPA's cuDNN backend on the same inputs, shape by shape, and
 prints one line: `variant tag:flashcore_us/cudnn_us=ratio ...`.
 
 Small shapes: CUDA graph of 20 calls over 4 input sets (L2-resident), median
-of 60 replays; large ones: events around each call, median of 25. Each
+of 60 replays; large ones: events around each call, median of $TRIALS (200,
+the benchmark's count: with 25, long head-dim-256 calls ran at a higher
+clock and ranked two kernels the other way round, docs/kernels.md). Each
 output is first checked against cuDNN's (relative Frobenius error < 2e-2, a
 sanity check: the GPU tests compare with float64); a shape whose
 configuration is not compiled in the variant prints n/a.
@@ -12,6 +14,7 @@ configuration is not compiled in the variant prints n/a.
   python time_shapes.py --table variant-ab.txt   # flashcore us per variant and round
 """
 import hashlib
+import os
 import sys
 
 # (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m overrides):
@@ -138,7 +141,8 @@ def main():
         if small:
             a, b = (time_graph(f, sets, replays=60, calls_per_graph=20).median for f in (fc, cudnn))
         else:
-            a, b = (time_eager(f, 1, trials=25, warmup=5).median for f in (fc, cudnn))
+            trials = int(os.environ.get("TRIALS", "200"))
+            a, b = (time_eager(f, 1, trials=trials, warmup=10).median for f in (fc, cudnn))
         out.append(f"{tag}:{a:.2f}/{b:.2f}={b / a:.3f}#{bits}")
         del t, o
     print(" ".join(out), flush=True)
