@@ -7,36 +7,17 @@ rel err >= 1e-2, fp16 >= 2e-3, LSE >= 1e-3: the GPU tests' bounds).
   python check_shapes.py HEAD_DIM
 """
 import math
+import pathlib
 import sys
 
+import numpy as np
 import torch
 
 import flashcore
 
-
-def reference(q, k, v, scale, causal, window):
-    """float64 attention and natural-log LSE, bottom-right aligned masks."""
-    q, k, v = (t.double() for t in (q, k, v))
-    group = q.shape[1] // k.shape[1]
-    k = k.repeat_interleave(group, dim=1)
-    v = v.repeat_interleave(group, dim=1)
-    s = torch.einsum("bhqd,bhkd->bhqk", q, k) * scale
-    sq, sk = q.shape[2], k.shape[2]
-    i = torch.arange(sq, device=q.device)[:, None] + (sk - sq)
-    j = torch.arange(sk, device=q.device)[None, :]
-    allowed = torch.ones(sq, sk, dtype=torch.bool, device=q.device)
-    if causal:
-        allowed &= j <= i
-    if window is not None:
-        left, right = window
-        if left >= 0:
-            allowed &= j >= i - left
-        if right >= 0:
-            allowed &= j <= i + right
-    s = s.masked_fill(~allowed, -math.inf)
-    lse = torch.logsumexp(s, dim=-1)
-    p = torch.exp(s - lse[..., None]).nan_to_num(0.0)
-    return torch.einsum("bhqk,bhkd->bhqd", p, v), lse
+# The tests' float64 NumPy reference (full softmax, no tiling).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "python"))
+from reference import attention_ref  # noqa: E402
 
 
 def main():
@@ -67,12 +48,14 @@ def main():
         kw = {"window": window} if window is not None else {}
         o, lse = flashcore.attention(q, k, v, causal=causal, out=out, return_lse=True, **kw)
         torch.cuda.synchronize()
-        ref, ref_lse = reference(q, k, v, 1.0 / math.sqrt(d), causal, window)
-        err = ((o.double() - ref).norm() / ref.norm()).item()
-        finite = ref_lse.isfinite()
-        lse_err = ((lse.double().reshape(ref_lse.shape)[finite] - ref_lse[finite]).abs() /
-                   ref_lse[finite].abs().clamp_min(1.0)).max().item()
-        ok = err < (1e-2 if dt == "bf16" else 2e-3) and lse_err < 1e-3 and bool(o.isfinite().all())
+        ref, ref_lse = attention_ref(*(t.float().cpu().numpy() for t in (q, k, v)), causal=causal,
+                                     scale=1.0 / math.sqrt(d), window=window)
+        got = o.double().cpu().numpy()
+        err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+        finite = np.isfinite(ref_lse)
+        got_lse = lse.double().cpu().numpy().reshape(ref_lse.shape)
+        lse_err = float((np.abs(got_lse[finite] - ref_lse[finite]) / np.maximum(np.abs(ref_lse[finite]), 1.0)).max())
+        ok = err < (1e-2 if dt == "bf16" else 2e-3) and lse_err < 1e-3 and bool(np.isfinite(got).all())
         bad += not ok
         print(f"{'ok ' if ok else 'BAD'} {dt} B{B} H{Hq}/{Hkv} S{Sq}x{Sk} d{d} causal={causal} window={window}: "
               f"rel err {err:.2e}, lse err {lse_err:.1e}", flush=True)
