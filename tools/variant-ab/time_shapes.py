@@ -4,8 +4,8 @@ prints one line: `variant tag:flashcore_us/cudnn_us=ratio ...`.
 
 Small shapes: CUDA graph of 20 calls over 4 input sets (L2-resident), median
 of 60 replays; large ones: events around each call, median of $TRIALS (200,
-the benchmark's count: with 25, long head-dim-256 calls ran at a higher
-clock and ranked two kernels the other way round, docs/kernels.md). Each
+the benchmark's count: with 25 the card ran ~100 MHz faster and a 1-4%
+difference between two head-dim-256 kernels changed sign, docs/kernels.md). Each
 output is first checked against cuDNN's (relative Frobenius error < 2e-2, a
 sanity check: the GPU tests compare with float64); a shape whose
 configuration is not compiled in the variant prints n/a.
