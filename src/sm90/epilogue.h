@@ -37,9 +37,9 @@ struct Epilogue {
                 "named barrier ids run out");
   static constexpr int kStoreBarrier = 1 + Traits::kNumMmaWarpGroups;
   // The store unit (kernel_traits.h: kStoreRows): with a buffer of its own
-  // each warpgroup stores its 64 rows; through Q's buffer the whole tile goes
-  // at once. Thread 0 of a unit issues its stores.
-  static constexpr bool kPerWarpGroup = Traits::kSeparateO;
+  // (whole or half-width) each warpgroup stores its 64 rows; through Q's
+  // buffer the whole tile goes at once. Thread 0 of a unit issues its stores.
+  static constexpr bool kPerWarpGroup = !Traits::kOThroughQ;
   static constexpr int kStoreThreads = kPerWarpGroup ? cutlass::NumThreadsPerWarpGroup : Traits::kNumMmaThreads;
 
   // Before the CTA exits: the last TMA stores must have read shared memory
@@ -121,29 +121,41 @@ struct Epilogue {
     Element* o_buffer = kPerWarpGroup ? storage.smem_o.data() + unit * cute::cosize_v<typename Traits::SmemLayoutO>
                                       : q_smem;
     Tensor sO = make_tensor(make_smem_ptr(o_buffer), typename Traits::SmemLayoutO{});
-    if constexpr (Traits::kSeparateO) {
-      // This warpgroup's previous store must have read its slice before it is reused.
-      if (store_thread == 0) tma_store_wait<0>();
-      cutlass::arch::NamedBarrier::sync(kStoreThreads, barrier);
-    }
     auto r2s = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, typename Traits::TiledMmaPVStore{});
     auto thr_r2s = r2s.get_thread_slice(store_thread);
-    copy(r2s, thr_r2s.retile_S(rO), thr_r2s.partition_D(sO));
-    // Generic-proxy smem writes must be visible to the TMA (async proxy).
-    cutlass::arch::fence_view_async_shared();
-    cutlass::arch::NamedBarrier::sync(kStoreThreads, barrier);
+    // One round a kStoreCols-wide slice of the columns. A round's accumulator
+    // values are consecutive registers of the full fragment (the m64nN
+    // accumulator orders its values column pair, row half, then 8-column
+    // group), so each round views its part of rO in place.
+    Tensor rO_round = partition_fragment_C(typename Traits::TiledMmaPVStore{},
+                                           Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{});
+    static_assert(Traits::kStoreRounds == 1 || Traits::kStoreRows == 64, "half-width rounds: one warpgroup's rows");
+    static_assert(cute::cosize_v<decltype(rO_round.layout())> * Traits::kStoreRounds == cute::cosize_v<decltype(rO.layout())>);
+    CUTLASS_PRAGMA_UNROLL
+    for (int round = 0; round < Traits::kStoreRounds; ++round) {
+      if constexpr (kPerWarpGroup) {
+        // This warpgroup's previous store must have read its slice before it is reused.
+        if (store_thread == 0) tma_store_wait<0>();
+        cutlass::arch::NamedBarrier::sync(kStoreThreads, barrier);
+      }
+      Tensor rO_part = make_tensor(rO.data() + round * cute::cosize_v<decltype(rO_round.layout())>, rO_round.layout());
+      copy(r2s, thr_r2s.retile_S(rO_part), thr_r2s.partition_D(sO));
+      // Generic-proxy smem writes must be visible to the TMA (async proxy).
+      cutlass::arch::fence_view_async_shared();
+      cutlass::arch::NamedBarrier::sync(kStoreThreads, barrier);
 
-    if (store_thread == 0) {
-      Tensor mO = params.tma_o.get_tma_tensor(
-          make_shape(params.seq.seqlen_q, params.head_dim, params.heads_q, params.batch));
-      Tensor gO = local_tile(mO(_, _, t.head, t.batch), Shape<Int<Traits::kStoreRows>, Int<Traits::kHeadDim>>{},
-                             make_coord(w.m_block * (Traits::kBlockM / Traits::kStoreRows) + unit, _0{}));
-      auto tma_o = params.tma_o.get_slice(_0{});
-      copy(params.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
-      tma_store_arrive();
-      if constexpr (!Traits::kSeparateO) {
-        tma_store_wait<0>();  // smem has been read: the buffer may take the next Q
-        storage.barrier_q_free[0].arrive();  // one Q buffer when O aliases it
+      if (store_thread == 0) {
+        Tensor mO = params.tma_o.get_tma_tensor(
+            make_shape(params.seq.seqlen_q, params.head_dim, params.heads_q, params.batch));
+        Tensor gO = local_tile(mO(_, _, t.head, t.batch), Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{},
+                               make_coord(w.m_block * (Traits::kBlockM / Traits::kStoreRows) + unit, round));
+        auto tma_o = params.tma_o.get_slice(_0{});
+        copy(params.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
+        tma_store_arrive();
+        if constexpr (Traits::kOThroughQ) {
+          tma_store_wait<0>();  // smem has been read: the buffer may take the next Q
+          storage.barrier_q_free[0].arrive();  // one Q buffer when O aliases it
+        }
       }
     }
     store_lse(params, lse, coord_rc, t, si, row0);
@@ -167,7 +179,7 @@ struct Epilogue {
   // When O aliases Q (no TMA store to wait for here), the Q buffer is free
   // once every consumer warpgroup is past its last Q·Kᵀ.
   CUTE_DEVICE static void release_q_without_tma(Storage& storage, int mma_thread) {
-    if constexpr (!Traits::kSeparateO) {
+    if constexpr (Traits::kOThroughQ) {
       cutlass::arch::NamedBarrier::sync(Traits::kNumMmaThreads, kEpilogueBarrier);
       if (mma_thread == 0) storage.barrier_q_free[0].arrive();
     }

@@ -100,11 +100,15 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       auto* q_smem = Traits::q_buffer(storage, q_iter);
       storage.barrier_q[qb].wait((q_iter / Traits::kQStages) & 1);
       ++q_iter;
-      if (w.n_begin < w.n_end) {
+      bool const has_blocks = w.n_begin < w.n_end;
+      if (has_blocks) {
         Mma::run(mask, storage, pipeline_k, pipeline_v, read_state, q_smem, mma_thread, w.m_block, w.n_begin,
-                 w.n_end, tOrO, softmax);
+                 w.n_end, tOrO, softmax, storage.barrier_q_free[qb]);
       }
-      if constexpr (Traits::kSeparateO) storage.barrier_q_free[qb].arrive();  // all Q·Kᵀ of this tile done
+      // All Q·Kᵀ of this tile done (run released the buffer itself if kEarlyQFree).
+      if constexpr (!Traits::kOThroughQ) {
+        if (!Mma::kEarlyQFree || !has_blocks) storage.barrier_q_free[qb].arrive();
+      }
       float inv_sum[Mma::kRows], lse[Mma::kRows];
       softmax.finalize(inv_sum, lse);
       Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, q_smem, mma_thread, t, si, w);

@@ -72,7 +72,7 @@ TmaSet<Traits> make_tma_set(const TmaKey& key) {
                         take<0, 2>(typename Traits::SmemLayoutVt{}), select<1, 2>(typename Traits::TileShapePV{}),
                         _1{}),
           make_tma_copy(SM90_TMA_STORE{}, tma_rows_tensor<Element>(key.o), typename Traits::SmemLayoutO{},
-                        Shape<Int<Traits::kStoreRows>, Int<Traits::kHeadDim>>{}, _1{})};
+                        Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{}, _1{})};
 }
 
 template <class Traits>

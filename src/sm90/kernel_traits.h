@@ -118,30 +118,45 @@ struct KernelTraits {
   // Shared-memory plan, decided by what fits in the 227 KiB of an SM:
   //  - O is staged for its TMA store in a buffer of its own when it fits, so
   //    the next tile's Q can be loaded while this tile still computes.
-  //    Otherwise (head dim 256) O goes through Q's buffer: each consumer
-  //    warpgroup writes its own 64 rows, which only it read from Q, after its
-  //    last Q·Kᵀ; the next Q then waits for the store.
   //  - Q is double-buffered when that fits too: tile i+1's Q is loaded while
   //    tile i runs, so a new tile never waits for its Q.
+  //  - Failing a buffer of its own, O may still be staged outside Q in
+  //    half-width slices (64 rows x kHeadDim/2 a warpgroup, stored in two
+  //    rounds): head dim 256 with 64-key blocks. Q's buffer is then free
+  //    after the tile's last Q·Kᵀ (mainloop_mma.h kEarlyQFree). Same-run A/B
+  //    on an H100 (bench/results/2026-11-25c-h100/ab3-d256-half-o-table.txt):
+  //    3-6% faster than O through Q on that kernel's cells.
+  //  - Otherwise (head dim 256 with 80 keys, head dim 128 with 3 stages) O
+  //    goes through Q's buffer: after the tile's last Q·Kᵀ the whole tile is
+  //    written there and stored at once; the next Q then waits for the store.
   static constexpr int kBytesKVRing = int(2 * kStages * kBytesKV);
   static constexpr int kSmemBudget = 227 * 1024 - 2048;  // minus barriers and alignment
   static constexpr bool kSeparateO = int(2 * kBytesQ) + kBytesKVRing <= kSmemBudget;
+  static constexpr bool kHalfO = !kSeparateO && int(kBytesQ + kBytesQ / 2) + kBytesKVRing <= kSmemBudget;
+  // Where O is staged: nowhere but Q's buffer, whose next Q then waits for the store.
+  static constexpr bool kOThroughQ = !kSeparateO && !kHalfO;
   static constexpr int kQStages = kSeparateO && int(3 * kBytesQ) + kBytesKVRing <= kSmemBudget ? 2 : 1;
 
   // O's store unit. With a buffer of its own, each consumer warpgroup stages
   // and stores its own 64 rows (one TMA store each, a named barrier over the
   // warpgroup only): a warpgroup that finishes a tile goes on to the next
   // one's Q·Kᵀ while the other still runs its last P·V, instead of both
-  // meeting at a CTA-wide barrier with the tensor cores idle. Through Q's
-  // buffer (head dim 256) the whole tile is stored at once, after both
+  // meeting at a CTA-wide barrier with the tensor cores idle. In half-width
+  // slices, each warpgroup stores its 64 rows in two rounds of kStoreCols
+  // columns. Through Q's buffer the whole tile is stored at once, after both
   // warpgroups are done with Q.
-  static constexpr int kStoreRows = kSeparateO ? 64 : kBlockM;
-  using SmemLayoutO = decltype(tile_to_shape(SmemAtomQ{}, Shape<Int<kStoreRows>, Int<kHeadDim>>{}));
-  static constexpr int kOBufferElems = kSeparateO ? kBlockM * kHeadDim : 8;  // whole tile, or per-warpgroup slices
-  // The one-warpgroup slice of the P·V MMA: how one warpgroup's 64 rows of O
-  // are partitioned over its 128 threads (the same fragment as in TiledMmaPV).
+  static constexpr int kStoreRows = kOThroughQ ? kBlockM : 64;
+  static constexpr int kStoreCols = kHalfO ? kHeadDim / 2 : kHeadDim;
+  static constexpr int kStoreRounds = kHeadDim / kStoreCols;
+  using SmemLayoutO = decltype(tile_to_shape(SmemAtomQ{}, Shape<Int<kStoreRows>, Int<kStoreCols>>{}));
+  // Per-warpgroup slices, or (through Q) none.
+  static constexpr int kOBufferElems = kOThroughQ ? 8 : kBlockM * kStoreCols;
+  // The one-warpgroup slice of the P·V MMA, kStoreCols wide: how one
+  // warpgroup's 64 rows of one store round are partitioned over its 128
+  // threads. Its accumulator holds a round's columns in kHeadDim/kStoreCols
+  // consecutive pieces of the full fragment's registers (epilogue.h).
   using TiledMmaPVStore = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>,
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kStoreCols>, Int<kBlockN>>,
                            GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<Int<kStoreRows / 64>, _1, _1>>{}));
 
@@ -162,7 +177,7 @@ struct KernelTraits {
       take<0, 2>(SmemLayoutVt{}), select<1, 2>(TileShapePV{}), _1{}));
   using TMA_O = decltype(make_tma_copy(
       SM90_TMA_STORE{}, make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeT{}, StrideQKO{}),
-      SmemLayoutO{}, Shape<Int<kStoreRows>, Int<kHeadDim>>{}, _1{}));
+      SmemLayoutO{}, Shape<Int<kStoreRows>, Int<kStoreCols>>{}, _1{}));
 
   // Paged KV cache: a key block is loaded as kBlockN/kChunk loads of kChunk
   // keys, each from the page that holds them (page sizes are multiples of
@@ -215,7 +230,7 @@ struct KernelTraits {
   }
   // Arrivals that free the Q buffer: every consumer thread after its last
   // Q·Kᵀ, or (when O aliases Q) the thread that waited for O's store.
-  static constexpr int kQFreeArrivals = kSeparateO ? kNumMmaThreads : 1;
+  static constexpr int kQFreeArrivals = kOThroughQ ? 1 : kNumMmaThreads;
   static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
 };
 

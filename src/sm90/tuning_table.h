@@ -53,17 +53,24 @@ inline bool triangular_costs(const Problem& p) { return costs_vary_by_tile(p) &&
 
 // The key block: 128 keys, except at head dim 256, whose two consumer
 // warpgroups hold a 64 x 256 fp32 O each and fit 64 or 80 keys (80 is the
-// most that fits shared memory with two K/V stages). Same-run A/B on an H100
-// (bench/results/2026-11-23d-h100/ab2-d256-key-blocks-table.txt, bf16, three
-// rounds): 80 keys are 2-5% faster without a mask from 1k keys and causal
-// from 2k; 64 keys are 4% faster without a mask at 512 and 5-7% faster
-// causal at 512 and 1k, where the 80-key blocks' masked and padded keys
-// weigh more. The choice follows the sequence's own key count (uniform in a
-// plain call; head dim 256 has no serving kernels) and the mask: never the
-// batch, so results stay batch-invariant.
+// most that fits shared memory with two K/V stages). Same-run A/Bs on an
+// H100, bf16, three rounds each:
+//  - bench/results/2026-11-23d-h100/ab2-d256-key-blocks-table.txt: 80 keys
+//    2-5% faster without a mask from 1k keys and causal from 2k; 64 keys 4%
+//    faster without a mask at 512 and 5-7% causal at 512 and 1k, where the
+//    80-key blocks' masked and padded keys weigh more.
+//  - bench/results/2026-11-25c-h100/ab3-d256-half-o-table.txt, after the
+//    64-key kernel stopped staging O through Q's buffer (kernel_traits.h
+//    kHalfO; 3-6% faster on its own cells): 64 keys are now also 1.4% faster
+//    without a mask at 1k (246 against 250 us, every round) and 1.5% causal at
+//    2k (267 against 271 us, two rounds of three); 80 keys stay 2% faster
+//    causal at 4k, and without a mask at 2k the rounds spread by 8%.
+// The choice follows the sequence's own key count (uniform in a plain call;
+// head dim 256 has no serving kernels) and the mask: never the batch, so
+// results stay batch-invariant.
 inline int tuned_block_n(int head_dim, int64_t seqlen_k, bool unmasked) {
   if (head_dim != 256) return 128;
-  return seqlen_k < (unmasked ? 1024 : 2048) ? 64 : 80;
+  return seqlen_k < (unmasked ? 2048 : 4096) ? 64 : 80;
 }
 
 // What tile choice depends on, from the call (call_shape below).

@@ -17,9 +17,10 @@ import hashlib
 import os
 import sys
 
-# (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m overrides):
+# (tag, dtype, batch, heads, seqlen, head_dim, causal, tile overrides):
 # each shape is timed with dispatch's tile, then once per override, tagged
-# with an m<block_m> suffix (nB16S512m64).
+# with an m<block_m> suffix (nB16S512m64) for an int, n<block_n> for a
+# string "n<block_n>" (nB8S2048D256n64).
 BASE = [
     ("nB1S128", "fp16", 1, 16, 128, 64, False, ()),
     ("nB1S256", "fp16", 1, 16, 256, 64, False, ()),
@@ -51,22 +52,30 @@ BASE = [
     ("cB4S4096D128", "bf16", 4, 16, 4096, 128, True, ()),
     ("cB32S512D128", "bf16", 32, 16, 512, 128, True, ()),
     ("cB16S1024D128", "bf16", 16, 16, 1024, 128, True, ()),
-    ("nB32S512D256", "bf16", 32, 8, 512, 256, False, ()),
-    ("nB16S1024D256", "bf16", 16, 8, 1024, 256, False, ()),
-    ("nB8S2048D256", "bf16", 8, 8, 2048, 256, False, ()),
+    ("nB32S512D256", "bf16", 32, 8, 512, 256, False, ("n80",)),
+    ("nB16S1024D256", "bf16", 16, 8, 1024, 256, False, ("n64",)),
+    ("nB8S2048D256", "bf16", 8, 8, 2048, 256, False, ("n64",)),
     ("nB4S4096D256", "bf16", 4, 8, 4096, 256, False, ()),
     ("nB2S8192D256", "bf16", 2, 8, 8192, 256, False, ()),
     ("nB1S16384D256", "bf16", 1, 8, 16384, 256, False, ()),
-    ("cB32S512D256", "bf16", 32, 8, 512, 256, True, ()),
-    ("cB16S1024D256", "bf16", 16, 8, 1024, 256, True, ()),
-    ("cB8S2048D256", "bf16", 8, 8, 2048, 256, True, ()),
-    ("cB4S4096D256", "bf16", 4, 8, 4096, 256, True, ()),
+    ("cB32S512D256", "bf16", 32, 8, 512, 256, True, ("n80",)),
+    ("cB16S1024D256", "bf16", 16, 8, 1024, 256, True, ("n80",)),
+    ("cB8S2048D256", "bf16", 8, 8, 2048, 256, True, ("n64",)),
+    ("cB4S4096D256", "bf16", 4, 8, 4096, 256, True, ("n64",)),
     ("cB2S8192D256", "bf16", 2, 8, 8192, 256, True, ()),
     ("cB1S16384D256", "bf16", 1, 8, 16384, 256, True, ()),
 ]
-# (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m or None)
-SHAPES = [(tag + (f"m{bm}" if bm else ""), *shape, bm)
-          for tag, *shape, overrides in BASE for bm in (None, *overrides)]
+# (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m or None, block_n or None)
+def _override(o):
+    if o is None:
+        return "", None, None
+    if isinstance(o, str):
+        return o, None, int(o[1:])
+    return f"m{o}", o, None
+
+
+SHAPES = [(tag + _override(o)[0], *shape, *_override(o)[1:])
+          for tag, *shape, overrides in BASE for o in (None, *overrides)]
 
 def table(path):
     """flashcore us per (tag, variant), one value per round, from run's log."""
@@ -110,7 +119,7 @@ def main():
 
     out = [sys.argv[1]]
     torch.manual_seed(0)
-    for tag, dt, B, H, S, D, causal, bm in SHAPES:
+    for tag, dt, B, H, S, D, causal, bm, bn in SHAPES:
         if only and tag not in only:
             continue
         small = B * H * S * S * D < 2**31
@@ -119,7 +128,7 @@ def main():
         o = torch.empty(B, H, S, D, device="cuda", dtype=dtypes[dt])
 
         def fc(i):
-            return flashcore.attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], causal=causal, out=o, block_m=bm)
+            return flashcore.attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], causal=causal, out=o, block_m=bm, block_n=bn)
 
         def cudnn(i):
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
