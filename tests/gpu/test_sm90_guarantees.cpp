@@ -272,5 +272,40 @@ TEST(Sm90Guarantees, SanitizerSubset) {
   }
 }
 
+// More tiles than SMs, so CTAs run several tiles in turn and each Q buffer
+// takes several Qs: the hand-offs between a tile's last Q·Kᵀ, its O store
+// and the next tile's Q load (kernel_traits.h: O in its own buffer, in
+// half-width slices, or through Q) are what compute-sanitizer's racecheck and
+// synccheck look at here. One case a shared-memory plan: head dim 128 (O in
+// its own buffer, two Q buffers), 256 with 64-key blocks (half-width O, one Q
+// buffer released after the last Q·Kᵀ) and 256 with 80 (O through Q).
+TEST(Sm90Guarantees, SanitizerManyTilesPerCta) {
+  SKIP_WITHOUT_GPU();
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  struct Plan {
+    int64_t head_dim, seqlen_k;
+    bool causal;
+  };
+  int i = 0;
+  for (Plan plan : {Plan{128, 300, false}, Plan{256, 300, true}, Plan{256, 2048, false}}) {
+    Case c;
+    c.dtype = i % 2 ? DType::kFloat16 : DType::kBFloat16;
+    c.head_dim = plan.head_dim;
+    c.seqlen_q = 200;  // two 128-row query blocks, the second one partial
+    c.seqlen_k = plan.seqlen_k;
+    c.causal = plan.causal;
+    c.heads_q = c.heads_kv = sms / 2 + 7;  // 2 * (sms / 2 + 7) tiles: 14 more than SMs
+    c.seed = data_seed() + 977 * uint32_t(i);
+    ++i;
+    CaseTensors host(c);
+    NaiveResult ref = host.naive(c);
+    GpuRun gpu(host);
+    flashcore::Status st = gpu.run();
+    ASSERT_TRUE(st.ok()) << c.name() << ": " << st.message();
+    EXPECT_LT(rel_frobenius(gpu.out->to_vector(), ref.out), tolerance(c.dtype)) << c.name();
+  }
+}
+
 }  // namespace
 }  // namespace fctest
