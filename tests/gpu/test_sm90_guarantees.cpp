@@ -242,6 +242,16 @@ TEST(Sm90Guarantees, TimingDoesNotDependOnTheData) {
   cudaStreamDestroy(stream);
 }
 
+// One call through dispatch against the float64 reference (O only).
+void expect_matches_reference(const Case& c) {
+  CaseTensors host(c);
+  NaiveResult ref = host.naive(c);
+  GpuRun gpu(host);
+  flashcore::Status st = gpu.run();
+  ASSERT_TRUE(st.ok()) << c.name() << ": " << st.message();
+  EXPECT_LT(rel_frobenius(gpu.out->to_vector(), ref.out), tolerance(c.dtype)) << c.name();
+}
+
 // Small shapes covering tails, masks, GQA and every head dim and dtype, cheap
 // enough to run under compute-sanitizer (memcheck, racecheck, synccheck):
 //   compute-sanitizer --tool memcheck flashcore_gpu_tests --gtest_filter='*SanitizerSubset*'
@@ -262,12 +272,7 @@ TEST(Sm90Guarantees, SanitizerSubset) {
       if (i % 3 == 1) c.window_left = 40, c.window_right = 9;
       c.seed = data_seed() + 101 * uint32_t(i);
       ++i;
-      CaseTensors host(c);
-      NaiveResult ref = host.naive(c);
-      GpuRun gpu(host);
-      flashcore::Status st = gpu.run();
-      ASSERT_TRUE(st.ok()) << c.name() << ": " << st.message();
-      EXPECT_LT(rel_frobenius(gpu.out->to_vector(), ref.out), tolerance(dt)) << c.name();
+      expect_matches_reference(c);
     }
   }
 }
@@ -298,12 +303,7 @@ TEST(Sm90Guarantees, SanitizerManyTilesPerCta) {
     c.heads_q = c.heads_kv = sms / 2 + 7;  // 2 * (sms / 2 + 7) tiles: 14 more than SMs
     c.seed = data_seed() + 977 * uint32_t(i);
     ++i;
-    CaseTensors host(c);
-    NaiveResult ref = host.naive(c);
-    GpuRun gpu(host);
-    flashcore::Status st = gpu.run();
-    ASSERT_TRUE(st.ok()) << c.name() << ": " << st.message();
-    EXPECT_LT(rel_frobenius(gpu.out->to_vector(), ref.out), tolerance(c.dtype)) << c.name();
+    expect_matches_reference(c);
   }
 }
 
