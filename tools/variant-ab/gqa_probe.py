@@ -1,4 +1,4 @@
-"""Diagnostic (session 14): does a short-sequence call wait on K/V from DRAM?
+"""Diagnostic (bench/results/2026-11-25c-h100/gqa-probe.txt): does a short-sequence call wait on K/V from DRAM?
 Times flashcore at the FA3 grid's 512/1k shapes with every query head on its
 own K/V (MHA) and with all heads on one K/V head (GQA, K/V L2-resident), same
 query work; cuDNN (MHA) for scale. Prints one line per shape.
