@@ -131,6 +131,13 @@ struct Epilogue {
                                            Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{});
     static_assert(Traits::kStoreRounds == 1 || Traits::kStoreRows == 64, "half-width rounds: one warpgroup's rows");
     static_assert(cute::cosize_v<decltype(rO_round.layout())> * Traits::kStoreRounds == cute::cosize_v<decltype(rO.layout())>);
+    // The in-place view needs the 8-column groups to be the slowest mode of a
+    // single-atom fragment: ((2, 2, N/8), 1, 1), compact.
+    static_assert(Traits::kStoreRounds == 1 ||
+                  (decltype(size<0, 2>(rO.layout()))::value == Traits::kHeadDim / 8 &&
+                   decltype(size<1>(rO.layout()))::value == 1 && decltype(size<2>(rO.layout()))::value == 1 &&
+                   decltype(stride<0, 2>(rO.layout()))::value == 4),
+                  "a store round's columns are not consecutive registers of O's fragment");
     CUTLASS_PRAGMA_UNROLL
     for (int round = 0; round < Traits::kStoreRounds; ++round) {
       if constexpr (kPerWarpGroup) {

@@ -148,6 +148,7 @@ struct KernelTraits {
   static constexpr int kStoreRows = kOThroughQ ? kBlockM : 64;
   static constexpr int kStoreCols = kHalfO ? kHeadDim / 2 : kHeadDim;
   static constexpr int kStoreRounds = kHeadDim / kStoreCols;
+  static_assert(!kOThroughQ || kStoreRounds == 1, "through Q the tile is stored, and Q released, once");
   using SmemLayoutO = decltype(tile_to_shape(SmemAtomQ{}, Shape<Int<kStoreRows>, Int<kStoreCols>>{}));
   // Per-warpgroup slices, or (through Q) none.
   static constexpr int kOBufferElems = kOThroughQ ? 8 : kBlockM * kStoreCols;

@@ -283,24 +283,29 @@ TEST(Sm90Guarantees, SanitizerSubset) {
 // half-width slices, or through Q) are what compute-sanitizer's racecheck and
 // synccheck look at here. One case a shared-memory plan: head dim 128 (O in
 // its own buffer, two Q buffers), 256 with 64-key blocks (half-width O, one Q
-// buffer released after the last Q·Kᵀ) and 256 with 80 (O through Q).
+// buffer released after the last Q·Kᵀ) and 256 with 80 (O through Q); and the
+// 64-key one again with more queries than keys under a causal mask, whose
+// first query block sees no key at all (its Q buffer is released by the
+// kernel, not by the key loop: flash_fwd_kernel.h).
 TEST(Sm90Guarantees, SanitizerManyTilesPerCta) {
   SKIP_WITHOUT_GPU();
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   struct Plan {
-    int64_t head_dim, seqlen_k;
+    int64_t head_dim, seqlen_q, seqlen_k;
     bool causal;
   };
   int i = 0;
-  for (Plan plan : {Plan{128, 300, false}, Plan{256, 300, true}, Plan{256, 2048, false}}) {
+  // 200 query rows: two 128-row query blocks, the second one partial.
+  for (Plan plan : {Plan{128, 200, 300, false}, Plan{256, 200, 300, true}, Plan{256, 200, 2048, false},
+                    Plan{256, 300, 100, true}}) {
     Case c;
     c.dtype = i % 2 ? DType::kFloat16 : DType::kBFloat16;
     c.head_dim = plan.head_dim;
-    c.seqlen_q = 200;  // two 128-row query blocks, the second one partial
+    c.seqlen_q = plan.seqlen_q;
     c.seqlen_k = plan.seqlen_k;
     c.causal = plan.causal;
-    c.heads_q = c.heads_kv = sms / 2 + 7;  // 2 * (sms / 2 + 7) tiles: 14 more than SMs
+    c.heads_q = c.heads_kv = sms / 2 + 7;  // at least 2 * (sms / 2 + 7) tiles: 14 more than SMs
     c.seed = data_seed() + 977 * uint32_t(i);
     ++i;
     expect_matches_reference(c);
