@@ -127,10 +127,12 @@ struct Epilogue {
     // values are consecutive registers of the full fragment (the m64nN
     // accumulator orders its values column pair, row half, then 8-column
     // group), so each round views its part of rO in place.
-    Tensor rO_round = partition_fragment_C(typename Traits::TiledMmaPVStore{},
-                                           Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{});
+    auto const round_layout = partition_fragment_C(typename Traits::TiledMmaPVStore{},
+                                                   Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{})
+                                  .layout();
+    constexpr int kRoundRegs = cute::cosize_v<decltype(round_layout)>;
     static_assert(Traits::kStoreRounds == 1 || Traits::kStoreRows == 64, "half-width rounds: one warpgroup's rows");
-    static_assert(cute::cosize_v<decltype(rO_round.layout())> * Traits::kStoreRounds == cute::cosize_v<decltype(rO.layout())>);
+    static_assert(kRoundRegs * Traits::kStoreRounds == cute::cosize_v<decltype(rO.layout())>);
     // The in-place view needs the 8-column groups to be the slowest mode of a
     // single-atom fragment: ((2, 2, N/8), 1, 1), compact.
     static_assert(Traits::kStoreRounds == 1 ||
@@ -145,7 +147,7 @@ struct Epilogue {
         if (store_thread == 0) tma_store_wait<0>();
         cutlass::arch::NamedBarrier::sync(kStoreThreads, barrier);
       }
-      Tensor rO_part = make_tensor(rO.data() + round * cute::cosize_v<decltype(rO_round.layout())>, rO_round.layout());
+      Tensor rO_part = make_tensor(rO.data() + round * kRoundRegs, round_layout);
       copy(r2s, thr_r2s.retile_S(rO_part), thr_r2s.partition_D(sO));
       // Generic-proxy smem writes must be visible to the TMA (async proxy).
       cutlass::arch::fence_view_async_shared();

@@ -65,8 +65,10 @@ BASE = [
     ("cB2S8192D256", "bf16", 2, 8, 8192, 256, True, ()),
     ("cB1S16384D256", "bf16", 1, 8, 16384, 256, True, ()),
 ]
-# (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m or None, block_n or None)
+
+
 def _override(o):
+    """(tag suffix, block_m, block_n) of one override: None, an int block_m or "n<block_n>"."""
     if o is None:
         return "", None, None
     if isinstance(o, str):
@@ -74,8 +76,10 @@ def _override(o):
     return f"m{o}", o, None
 
 
-SHAPES = [(tag + _override(o)[0], *shape, *_override(o)[1:])
-          for tag, *shape, overrides in BASE for o in (None, *overrides)]
+# (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m or None, block_n or None)
+SHAPES = [(tag + suffix, *shape, bm, bn)
+          for tag, *shape, overrides in BASE for o in (None, *overrides)
+          for suffix, bm, bn in [_override(o)]]
 
 def table(path):
     """flashcore us per (tag, variant), one value per round, from run's log."""
