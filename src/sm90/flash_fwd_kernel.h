@@ -54,10 +54,20 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                                      : PipelineKV::ThreadCategory::Consumer;
   pipe_params.is_leader = is_producer_thread;
   pipe_params.num_consumers = Traits::kNumMmaThreads;
-  PipelineKV pipeline_k(storage.pipeline_k, pipe_params, Shape<_1, _1, _1>{});
-  PipelineKV pipeline_v(storage.pipeline_v, pipe_params, Shape<_1, _1, _1>{});
+  // With K/V multicast, a consumer's release of a stage arrives on the empty
+  // barriers of every CTA of the cluster (each one's producer writes into
+  // all of them), and each CTA's full barrier counts the whole block's bytes.
+  PipelineKV pipeline_k(storage.pipeline_k, pipe_params, typename Traits::ClusterShape{});
+  PipelineKV pipeline_v(storage.pipeline_v, pipe_params, typename Traits::ClusterShape{});
   cutlass::arch::fence_barrier_init();
-  __syncthreads();
+  // Every CTA's barriers are initialized before any peer arrives on them or
+  // multicasts into its shared memory.
+  if constexpr (Traits::kClusterM > 1) {
+    cute::cluster_arrive_relaxed();
+    cute::cluster_wait();
+  } else {
+    __syncthreads();
+  }
 
   // Programmatic dependent launch (flash_fwd_launch.h): this grid may start
   // while the previous kernel in the stream still runs. Everything above

@@ -65,12 +65,12 @@ TmaSet<Traits> make_tma_set(const TmaKey& key) {
   using Element = typename Traits::Element;
   return {make_tma_copy(SM90_TMA_LOAD{}, tma_rows_tensor<Element const>(key.q), typename Traits::SmemLayoutQ{},
                         select<0, 2>(typename Traits::TileShapeQK{}), _1{}),
-          make_tma_copy(SM90_TMA_LOAD{}, tma_rows_tensor<Element const>(key.k),
+          make_tma_copy(typename Traits::TmaLoadKV{}, tma_rows_tensor<Element const>(key.k),
                         take<0, 2>(typename Traits::SmemLayoutK{}), select<1, 2>(typename Traits::TileShapeQK{}),
-                        _1{}),
-          make_tma_copy(SM90_TMA_LOAD{}, tma_dim_major_tensor<Element const>(key.v),
+                        Int<Traits::kClusterM>{}),
+          make_tma_copy(typename Traits::TmaLoadKV{}, tma_dim_major_tensor<Element const>(key.v),
                         take<0, 2>(typename Traits::SmemLayoutVt{}), select<1, 2>(typename Traits::TileShapePV{}),
-                        _1{}),
+                        Int<Traits::kClusterM>{}),
           make_tma_copy(SM90_TMA_STORE{}, tma_rows_tensor<Element>(key.o), typename Traits::SmemLayoutO{},
                         Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{}, _1{})};
 }
@@ -154,6 +154,17 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
     params.partial_rows = plan.split.partial_rows;
   }
 
+  // K/V multicast (kernel_traits.h kClusterM): the two CTAs of a cluster
+  // walk query blocks 2j and 2j+1 over the same key blocks, so the call must
+  // give them the same keys. Dispatch only picks these kernels for such calls
+  // (tuning_table.h cluster_eligible); this guards direct launches.
+  if constexpr (Traits::kClusterM > 1) {
+    if (!cluster_eligible(p, Traits::kBlockM, Traits::kClusterM)) {
+      return Status(StatusCode::kNotSupported,
+                    "K/V-multicast kernels take plain calls without a mask whose query blocks pair up (" +
+                        std::to_string(m_blocks) + " blocks of " + std::to_string(Traits::kBlockM) + " rows)");
+    }
+  }
   int64_t const units = m_blocks > plan.split.max_splits ? m_blocks : plan.split.max_splits;
   params.num_units = int32_t(units);
   int64_t const tiles = units * heads * p.batch;
@@ -178,14 +189,31 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
                   std::string("cudaFuncSetAttribute failed: ") + cudaGetErrorString(attr_err[dev]));
   }
   int const sms = device_sm_count(dev);
-  int const grid = int(tiles < sms ? tiles : sms);
+  // CTAs resident at once: one an SM, or with clusters as many whole
+  // clusters as the GPCs hold (asked once per device).
+  int slots = sms;
+  if constexpr (Traits::kClusterM > 1) {
+    static std::once_flag cluster_once[kMaxDevices];
+    static int cluster_slots[kMaxDevices];
+    std::call_once(cluster_once[dev], [&] {
+      PdlLaunch probe(dim3(unsigned(sms)), dim3(Traits::kNumThreads), size_t(smem), stream, Traits::kClusterM);
+      int clusters = 0;
+      cudaError_t const e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &probe.config);
+      cluster_slots[dev] = e == cudaSuccess ? clusters * Traits::kClusterM : 0;
+    });
+    slots = cluster_slots[dev];
+    if (slots <= 0) {
+      return Status(StatusCode::kCudaError, "cudaOccupancyMaxActiveClusters: no cluster of this kernel fits an SM group");
+    }
+  }
+  int const grid = int(tiles < slots ? tiles : slots);  // tiles and slots are multiples of kClusterM
   // Tiles of differing cost are dealt in balanced pairs (tile_scheduler.h)
   // once some CTA gets two (tuning_table.h).
   params.paired_tiles = costs_vary_by_tile(p) && pair_tiles(tiles, sms);
   // A programmatic dependent of the previous kernel in the stream
   // (launch_attrs.h): its launch and prologue overlap that kernel's tail.
   params.trigger_dependents_early = pdl_trigger_early();
-  PdlLaunch launch(dim3(unsigned(grid)), dim3(Traits::kNumThreads), size_t(smem), stream);
+  PdlLaunch launch(dim3(unsigned(grid)), dim3(Traits::kNumThreads), size_t(smem), stream, Traits::kClusterM);
   cudaError_t err = cudaLaunchKernelEx(&launch.config, kernel, params);
   if (err != cudaSuccess) {
     return Status(StatusCode::kCudaError, std::string("kernel launch failed: ") + cudaGetErrorString(err));

@@ -11,6 +11,7 @@ namespace flashcore::sm90 {
 template <class Traits>
 struct KernelParams {
   using Element = typename Traits::Element;
+  static constexpr int kClusterM = Traits::kClusterM;  // CTAs that share K/V loads (tile_scheduler.h)
   typename Traits::TMA_Q tma_q;
   typename Traits::TMA_K tma_k;
   typename Traits::TMA_V tma_v;

@@ -15,7 +15,8 @@ using LaunchFn = Status (*)(const AttentionArgs&, const Problem&, const LaunchPl
 struct KernelEntry {
   DType dtype;
   int head_dim, block_m, block_n, stages;
-  bool serving;  // the serving variant (varlen, KV cache, paged, split-KV)
+  bool serving;   // the serving variant (varlen, KV cache, paged, split-KV)
+  int cluster_m;  // 2: K/V multicast over pairs of CTAs (kernel_traits.h kClusterM)
   LaunchFn launch;
   const char* name;
 };
@@ -25,7 +26,8 @@ const KernelEntry* kernel_table(int* count);
 
 // The kernel compiled for exactly this configuration, or nullptr. stages 0:
 // the first compiled stage count of the tile (the list's order).
-const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int stages = 0);
+const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int stages = 0,
+                               int cluster_m = 1);
 
 // Launches kernel `e` for a plain (unsplit) call on a validated problem,
 // bypassing dispatch: how tests run every compiled variant.

@@ -10,6 +10,8 @@
 //                        registers as the A operand (RS WGMMA).
 #pragma once
 
+#include <type_traits>
+
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/cutlass.h>
@@ -23,7 +25,15 @@ using namespace cute;
 // kServing_: the serving variant (varlen, KV cache, paged KV, split-KV;
 // head dims up to 128). Plain calls use the kernel without those paths,
 // whose producer fits in 24 registers and whose consumers keep 240.
-template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kServing_ = false>
+//
+// kClusterM_ = 2: K/V multicast. Two CTAs of a cluster take query blocks 2j
+// and 2j+1 of the same (batch, head), walk the same key blocks, and each
+// loads half of every K and V block through TMA multicast into both CTAs'
+// rings: half the L2-to-SM traffic a FLOP. Only for plain calls whose two
+// query blocks read the same keys (no mask) and with an even number of query
+// blocks (flash_fwd_launch.h refuses the rest; dispatch: tuning_table.h).
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kServing_ = false,
+          int kClusterM_ = 1>
 struct KernelTraits {
   using Element = Element_;
   static constexpr bool kServing = kServing_;
@@ -32,6 +42,12 @@ struct KernelTraits {
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
+  static constexpr int kClusterM = kClusterM_;
+  static_assert(kClusterM == 1 || (kClusterM == 2 && !kServing_), "K/V multicast: plain kernels, pairs of CTAs");
+  using ClusterShape = Shape<Int<kClusterM>, _1, _1>;
+  // K and V: each CTA of a cluster issues 1/kClusterM of a block, multicast to all.
+  using TmaLoadKV = std::conditional_t<kClusterM == 1, SM90_TMA_LOAD, SM90_TMA_LOAD_MULTICAST>;
+  static constexpr uint16_t kMulticastMask = uint16_t((1u << kClusterM) - 1);
 
   static constexpr int kNumMmaWarpGroups = kBlockM / 64;
   static constexpr int kNumMmaThreads = kNumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
@@ -45,7 +61,9 @@ struct KernelTraits {
   // the SM): two consumer warpgroups (384 threads x 168) run 128 x 24 +
   // 256 x 240; the serving variant's producer needs 40 for the paged-KV and
   // varlen addressing without spilling, so it runs 128 x 40 + 256 x 232;
-  // three consumer warpgroups (512 x 128) run 128 x 32 + 384 x 160. An
+  // three consumer warpgroups (512 x 128) run 128 x 32 + 384 x 160. (K/V
+  // multicast at head dim 128 spilled 4-12 bytes in a 24-register producer;
+  // 32 / 232 fitted, but that kernel was not faster: tuning_table.h.) An
   // increase the pool cannot satisfy would block forever. With one consumer
   // warpgroup every thread already gets 255 registers at launch: no re-split.
   static constexpr bool kRegSplit = kNumMmaWarpGroups >= 2;
@@ -129,6 +147,8 @@ struct KernelTraits {
   //  - Otherwise (head dim 256 with 80 keys, head dim 128 with 3 stages) O
   //    goes through Q's buffer: after the tile's last Q·Kᵀ the whole tile is
   //    written there and stored at once; the next Q then waits for the store.
+  //    (Staging it in the tile's last V stage instead, with Q released after
+  //    the last Q·Kᵀ, made no difference at head dim 128: docs/kernels.md.)
   static constexpr int kBytesKVRing = int(2 * kStages * kBytesKV);
   static constexpr int kSmemBudget = 227 * 1024 - 2048;  // minus barriers and alignment
   static constexpr bool kSeparateO = int(2 * kBytesQ) + kBytesKVRing <= kSmemBudget;
@@ -171,11 +191,11 @@ struct KernelTraits {
       SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideQKO{}),
       SmemLayoutQ{}, select<0, 2>(TileShapeQK{}), _1{}));
   using TMA_K = decltype(make_tma_copy(
-      SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideQKO{}),
-      take<0, 2>(SmemLayoutK{}), select<1, 2>(TileShapeQK{}), _1{}));
+      TmaLoadKV{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideQKO{}),
+      take<0, 2>(SmemLayoutK{}), select<1, 2>(TileShapeQK{}), Int<kClusterM>{}));
   using TMA_V = decltype(make_tma_copy(
-      SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVt{}),
-      take<0, 2>(SmemLayoutVt{}), select<1, 2>(TileShapePV{}), _1{}));
+      TmaLoadKV{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVt{}),
+      take<0, 2>(SmemLayoutVt{}), select<1, 2>(TileShapePV{}), Int<kClusterM>{}));
   using TMA_O = decltype(make_tma_copy(
       SM90_TMA_STORE{}, make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeT{}, StrideQKO{}),
       SmemLayoutO{}, Shape<Int<kStoreRows>, Int<kStoreCols>>{}, _1{}));

@@ -38,21 +38,32 @@ inline PdlMode pdl_mode() {
 inline bool pdl_enabled() { return pdl_mode() != PdlMode::kOff; }
 inline bool pdl_trigger_early() { return pdl_mode() == PdlMode::kEarly; }
 
-// A launch configuration on `stream` with the PDL attribute (when enabled).
-// The attribute storage lives in the returned object.
+// A launch configuration on `stream` with the PDL attribute (when enabled)
+// and, for cluster_x > 1, clusters of (cluster_x, 1, 1) CTAs. The attribute
+// storage lives in the returned object.
 struct PdlLaunch {
   cudaLaunchConfig_t config = {};
-  cudaLaunchAttribute attr[1] = {};
+  cudaLaunchAttribute attr[2] = {};
 
-  PdlLaunch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream) {
+  PdlLaunch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, int cluster_x = 1) {
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = smem;
     config.stream = stream;
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attr;
-    config.numAttrs = pdl_enabled() ? 1 : 0;
+    config.numAttrs = 0;
+    if (cluster_x > 1) {
+      cudaLaunchAttribute& a = attr[config.numAttrs++];
+      a.id = cudaLaunchAttributeClusterDimension;
+      a.val.clusterDim.x = unsigned(cluster_x);
+      a.val.clusterDim.y = 1;
+      a.val.clusterDim.z = 1;
+    }
+    if (pdl_enabled()) {
+      cudaLaunchAttribute& a = attr[config.numAttrs++];
+      a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      a.val.programmaticStreamSerializationAllowed = 1;
+    }
   }
   PdlLaunch(const PdlLaunch&) = delete;
   PdlLaunch& operator=(const PdlLaunch&) = delete;

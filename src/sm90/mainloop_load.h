@@ -53,8 +53,12 @@ struct MainloopLoad {
         make_shape(params.head_dim, params.page_size, params.heads_kv, params.num_pages));
 
     auto tma_q = params.tma_q.get_slice(_0{});
-    auto tma_k = params.tma_k.get_slice(_0{});
-    auto tma_v = params.tma_v.get_slice(_0{});
+    // With K/V multicast each CTA of the cluster issues its own slice of
+    // every block, into all the cluster's rings (kernel_traits.h kClusterM).
+    int const cta_rank = Traits::kClusterM > 1 ? int(cute::block_rank_in_cluster()) : 0;
+    auto tma_k = params.tma_k.get_slice(cta_rank);
+    auto tma_v = params.tma_v.get_slice(cta_rank);
+    constexpr uint16_t kMcast = Traits::kClusterM > 1 ? Traits::kMulticastMask : 0;
     auto tma_kc = params.tma_k_chunk.get_slice(_0{});
     auto tma_vc = params.tma_v_chunk.get_slice(_0{});
     Tensor tKsK = tma_k.partition_D(sK);
@@ -106,10 +110,10 @@ struct MainloopLoad {
         if (!paged) {  // the leader alone runs this loop
           // K is issued as soon as its stage is free: V's frees later (after P·V).
           pipeline_k.producer_acquire(write_state);
-          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0),
+          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), kMcast),
                tKgK(_, _, _, n), tKsK(_, _, _, write_state.index()));
           pipeline_v.producer_acquire(write_state);
-          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0),
+          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), kMcast),
                tVgV(_, _, _, n), tVsV(_, _, _, write_state.index()));
         } else if constexpr (Traits::kServing) {
           if (leader) {

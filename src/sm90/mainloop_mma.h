@@ -84,6 +84,24 @@ struct MainloopMma {
   // releases after run.
   static constexpr bool kEarlyQFree = Traits::kHalfO;
 
+  // Releases stage `s` of a K or V ring to the producers. With K/V multicast
+  // (kClusterM > 1) every CTA of the cluster writes into this stage, so each
+  // warpgroup arrives once on each CTA's empty barrier: lane 0 of its warp r
+  // on CTA r (the arrival count CUTLASS's pipeline sets for a cluster, one a
+  // consumer warpgroup and CTA). CUTLASS's consumer_release spreads the same
+  // arrivals over the warpgroup but keeps its target and predicate in
+  // registers per pipeline, which spilled the 240-register consumers; these
+  // are recomputed from the thread index instead.
+  CUTE_DEVICE static void release(PipelineKV& pipe, typename PipelineKV::SharedStorage& ring,
+                                  PipelineState const& s, int mma_thread) {
+    if constexpr (Traits::kClusterM == 1) {
+      pipe.consumer_release(s);
+    } else {
+      int const t = mma_thread % cutlass::NumThreadsPerWarpGroup;
+      ring.empty_barrier_[s.index()].arrive(uint32_t(t / 32), uint32_t(t % 32 == 0 && t / 32 < Traits::kClusterM));
+    }
+  }
+
   // Runs the whole key loop for one tile; leaves O (unnormalized) in tOrO and
   // the row statistics in softmax. n_min < n_max is required. With
   // kEarlyQFree every consumer thread arrives on q_free after its last Q·Kᵀ.
@@ -137,7 +155,7 @@ struct MainloopMma {
     wgmma_tile</*zero_init=*/true, /*wait=*/-1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
     turn_end();
     warpgroup_wait<0>();
-    pipeline_k.consumer_release(read_state);
+    release(pipeline_k, storage.pipeline_k, read_state, mma_thread);
     // Q·Kᵀ of key block n done: after the tile's last one, Q's buffer is free.
     auto q_read = [&](int n_done) {
       if constexpr (kEarlyQFree) {
@@ -164,10 +182,10 @@ struct MainloopMma {
         // P·V of the previous block, waited for, then this block's Q·Kᵀ.
         pipeline_v.consumer_wait(read_state);
         wgmma_tile<false, /*wait=*/0>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
-        pipeline_v.consumer_release(read_state);
+        release(pipeline_v, storage.pipeline_v, read_state, mma_thread);
         pipeline_k.consumer_wait(next_state);
         wgmma_tile<true, /*wait=*/0>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
-        pipeline_k.consumer_release(next_state);
+        release(pipeline_k, storage.pipeline_k, next_state, mma_thread);
         q_read(n);
       } else {
         pipeline_k.consumer_wait(next_state);
@@ -178,7 +196,7 @@ struct MainloopMma {
         wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
         turn_end();
         warpgroup_wait<1>();  // S_j is ready; P·V of the previous block still running
-        pipeline_k.consumer_release(next_state);
+        release(pipeline_k, storage.pipeline_k, next_state, mma_thread);
         q_read(n);
       }
       if (mask.needs_mask(m_block, n)) mask.template apply_block<Traits::kCompactMask>(s_rc, coord_rc, m_block, n);
@@ -189,7 +207,7 @@ struct MainloopMma {
         // after the P·V product it is meant to overlap: end the block here.
         if constexpr (kOverlapSoftmax) basic_block_boundary(n);
         warpgroup_wait<0>();  // P·V done: P and V_j-1 may be reused
-        pipeline_v.consumer_release(read_state);
+        release(pipeline_v, storage.pipeline_v, read_state, mma_thread);
       }
       if constexpr (!kOverlapSoftmax) rescale_o();  // O·r_j, then + P_j·V_j
       convert_into(tSrS, rP);
@@ -202,7 +220,7 @@ struct MainloopMma {
     wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
     turn_end();
     warpgroup_wait<0>();
-    pipeline_v.consumer_release(read_state);
+    release(pipeline_v, storage.pipeline_v, read_state, mma_thread);
     ++read_state;
   }
 };

@@ -25,10 +25,11 @@ const KernelEntry* kernel_table(int* count) {
   return kKernelTable;
 }
 
-const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int stages) {
+const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int stages,
+                               int cluster_m) {
   for (const KernelEntry& e : kKernelTable) {
     if (e.dtype == dtype && e.head_dim == head_dim && e.block_m == block_m && e.block_n == block_n &&
-        e.serving == serving && (stages == 0 || e.stages == stages)) {
+        e.serving == serving && (stages == 0 || e.stages == stages) && e.cluster_m == cluster_m) {
       return &e;
     }
   }
@@ -45,7 +46,7 @@ Status launch_plain(const KernelEntry& e, const AttentionArgs& args, const Probl
 std::string available_tiles(DType dtype, int head_dim, bool serving) {
   std::string s;
   for (const KernelEntry& e : kKernelTable) {
-    if (e.dtype != dtype || e.head_dim != head_dim || e.serving != serving) continue;
+    if (e.dtype != dtype || e.head_dim != head_dim || e.serving != serving || e.cluster_m != 1) continue;
     std::string const tile = "block_m=" + std::to_string(e.block_m) + " block_n=" + std::to_string(e.block_n);
     if (s.find(tile) != std::string::npos) continue;  // the same tile with another stage count
     if (!s.empty()) s += ", ";
@@ -154,7 +155,9 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
     plan.workspace = args.workspace;
   }
   tile.stages = tuned_stages(int(p.head_dim), tile.block_m, p.has_mask(), p.seqlen_k, serving);
-  const KernelEntry* k = find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, tile.stages);
+  tile.cluster_m = serving ? 1 : tuned_cluster(p, tile.block_m, tile.block_n);
+  const KernelEntry* k =
+      find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, tile.stages, tile.cluster_m);
   if (k == nullptr) {
     return Status(StatusCode::kNotSupported,
                   "no sm90 kernel compiled for " + std::string(dtype_name(p.dtype)) + " head_dim " +

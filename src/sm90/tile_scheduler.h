@@ -17,6 +17,12 @@
 // streamed every head's K/V through L2 once per query block.) With an odd
 // number of query blocks the middle blocks follow after all pairs.
 //
+// With K/V multicast (kernel_traits.h kClusterM = 2) the CTAs of a cluster
+// take consecutive tiles, query blocks 2j and 2j+1 of one head (the number of
+// query blocks is even there, and no mask: never paired): cluster c of G
+// takes tiles (k*G + c)*2 + rank, so both walk the same key blocks in step
+// (tile_at below).
+//
 // The assignment depends only on the shape, never on timing or data; a tile's
 // result does not depend on which CTA computes it: results are bitwise
 // reproducible and batch-invariant.
@@ -35,15 +41,19 @@ struct StaticTileScheduler {
   // The k-th tile of this CTA; >= num_tiles once the CTA is done (the
   // sequence only grows, so the first invalid tile ends the loop).
   CUTE_DEVICE int tile_at(int k) const {
+    // With clusters of (C, 1, 1) CTAs and a grid of G CTAs (a multiple of C),
+    // CTA rank r of cluster c = b / C takes tile (k * G/C + c) * C + r, which
+    // is k * G + b: the same formula. Those calls have no mask, so never
+    // paired tiles: left out of their (24-register) producer.
     int g = gridDim.x, b = blockIdx.x;
-    if (!params.paired_tiles) return k * g + b;
+    if (Params::kClusterM > 1 || !params.paired_tiles) return k * g + b;
     return 2 * ((k >> 1) * g + b) + (k & 1);
   }
   CUTE_DEVICE bool valid(int tile) const { return tile < params.num_tiles; }
 
   CUTE_DEVICE TileCoord decode(int tile) const {
     int m_block, bh;
-    if (params.paired_tiles) {
+    if (Params::kClusterM == 1 && params.paired_tiles) {
       int const num_m = params.num_units, pairs = num_m >> 1;
       int const paired = 2 * pairs * params.heads_q * params.batch;
       if (tile < paired) {

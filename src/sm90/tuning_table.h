@@ -16,6 +16,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "common/problem.h"
 #include "flashcore/attention.h"
@@ -25,7 +27,8 @@ namespace flashcore::sm90 {
 
 struct TileChoice {
   int block_m, block_n;
-  int stages;  // 0: the tile's first compiled variant (kernel_registry.h)
+  int stages;         // 0: the tile's first compiled variant (kernel_registry.h)
+  int cluster_m = 1;  // 2: K/V multicast over pairs of CTAs (kernel_traits.h kClusterM)
 };
 
 // Shared-memory plan of head dim 128's 128-row tiles (kernel_traits.h): the
@@ -127,6 +130,52 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
     if ((w.unmasked && fewer_row_waves) || long_triangular) return {192, block_n, 0};
   }
   return {128, block_n, 0};
+}
+
+// Whether a K/V-multicast kernel (kernel_traits.h kClusterM) can take the
+// call: a cluster's CTAs run query blocks 2j and 2j+1 of one (batch, head)
+// over the same key blocks, so the call is plain (no per-sequence lengths, no
+// packed GQA decode), has no mask (both blocks see every key) and an even
+// number of query blocks.
+inline bool cluster_eligible(const Problem& p, int block_m, int cluster_m) {
+  if (p.has_per_seq_lengths() || packs_gqa(p) || p.has_mask()) return false;
+  return ceil_div(p.seqlen_q, block_m) % cluster_m == 0;
+}
+
+// FLASHCORE_CLUSTER=0 in the environment (read once per process) turns K/V
+// multicast off, for same-build A/B measurements.
+inline bool cluster_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("FLASHCORE_CLUSTER");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return allowed;
+}
+
+// K/V multicast over pairs of CTAs (kernel_traits.h kClusterM) halves the
+// K/V bytes each SM pulls from L2. Same-run A/B on an H100, bf16, unmasked
+// FA3-grid cells, three rounds, one build with FLASHCORE_CLUSTER=0 against
+// the default (bench/results/2026-11-25d-h100/ab1-multicast-table.txt;
+// output bits identical in every round):
+//  - head dim 64, 192-row tiles: 2-3% faster at 4k and 16k tokens, level
+//    at 512 and 8k, within the rounds' spread at 1k-2k;
+//  - head dim 256, 80-key blocks (2k keys and up): 2% faster at 4k, 3.5% at
+//    8k, 2% at 16k, level at 2k;
+//  - not taken: head dim 128 (128-row tiles, 2 or 3 stages) 0.5-3% slower at
+//    512-4k and level at 8k-16k, so L2 bandwidth is not what holds those
+//    kernels back; head dim 256 with 64-key blocks 1% slower at 512-1k.
+// These tiles are compiled with multicast (tools/gen_sm90_kernels.py
+// CLUSTER_TILES lists the same).
+inline bool has_cluster_kernel(int head_dim, int block_m, int block_n) {
+  return (head_dim == 64 && block_m == 192) || (head_dim == 256 && block_m == 128 && block_n == 80);
+}
+
+// K/V multicast where it is compiled and the call allows it. It changes only
+// where K/V bytes come from, not the arithmetic: bit-identical results (GPU
+// test ClusterKernelsMatchOneCtaKernels), so the choice may follow the batch.
+inline int tuned_cluster(const Problem& p, int block_m, int block_n) {
+  bool const use = has_cluster_kernel(int(p.head_dim), block_m, block_n) && cluster_eligible(p, block_m, 2);
+  return use && cluster_allowed() ? 2 : 1;
 }
 
 inline CallShape call_shape(const Problem& p) {

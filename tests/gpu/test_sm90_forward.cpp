@@ -116,7 +116,9 @@ TEST(Sm90Forward, EveryCompiledTileMatchesReference) {
   ASSERT_GT(n, 0);
   for (int i = 0; i < n; ++i) {
     const auto& e = table[i];
-    if (e.serving) continue;  // serving variants: test_sm90_serving.cpp
+    // Serving variants: test_sm90_serving.cpp; K/V multicast ones (which take
+    // unmasked calls only): ClusterKernelsMatchOneCtaKernels.
+    if (e.serving || e.cluster_m > 1) continue;
     for (int variant = 0; variant < 3; ++variant) {
       Case c;
       c.dtype = e.dtype;
@@ -141,6 +143,73 @@ TEST(Sm90Forward, EveryCompiledTileMatchesReference) {
       EXPECT_TRUE(err < tolerance(c.dtype) && lerr < 1e-3)
           << e.name << " " << c.name() << ": rel err " << err << ", lse rel err " << lerr;
     }
+  }
+}
+
+// The K/V-multicast kernels (kernel_traits.h kClusterM) change only where K
+// and V bytes come from: bit for bit the output and LSE of the same tile on
+// one CTA, and within tolerance of float64. Shapes with GQA, tails in both
+// lengths, BSHD, and more tiles than SMs (CTAs walk several tile pairs); a
+// masked call or an odd number of query blocks is refused with a clear error.
+TEST(Sm90Forward, ClusterKernelsMatchOneCtaKernels) {
+  SKIP_WITHOUT_GPU();
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  int n = 0, tested = 0;
+  const flashcore::sm90::KernelEntry* table = flashcore::sm90::kernel_table(&n);
+  for (int i = 0; i < n; ++i) {
+    const auto& e = table[i];
+    if (e.cluster_m == 1) continue;
+    const flashcore::sm90::KernelEntry* one =
+        flashcore::sm90::find_kernel(e.dtype, e.head_dim, e.block_m, e.block_n, e.serving, e.stages, 1);
+    ASSERT_NE(one, nullptr) << e.name << ": no one-CTA twin";
+    ++tested;
+    for (int variant = 0; variant < 4; ++variant) {
+      Case c;
+      c.dtype = e.dtype;
+      c.head_dim = e.head_dim;
+      c.layout = variant == 1 ? Layout::kBSHD : Layout::kBHSD;
+      c.batch = variant == 2 ? 2 : 1;
+      c.heads_q = variant == 0 ? 4 : variant == 2 ? sms / 4 + 5 : 3;  // variant 2: more tile pairs than clusters
+      c.heads_kv = variant == 0 ? 2 : c.heads_q;
+      c.seqlen_q = variant == 1 ? 2 * e.block_m : 4 * e.block_m - 37;  // 2 and 4 query blocks
+      c.seqlen_k = variant == 0 ? 517 : variant == 1 ? 1000 : 300;
+      c.causal = variant == 3;  // refused: the two query blocks of a cluster would see other keys
+      c.seed = data_seed() + 7717u * uint32_t(i * 4 + variant);
+      CaseTensors host(c);
+      GpuRun cluster(host), single(host);
+      flashcore::Status st = cluster.run_kernel(e);
+      if (variant == 3) {
+        EXPECT_EQ(st.code(), flashcore::StatusCode::kNotSupported) << e.name << " " << c.name();
+        EXPECT_NE(st.message().find("K/V-multicast"), std::string::npos) << st.message();
+        continue;
+      }
+      ASSERT_TRUE(st.ok()) << e.name << " " << c.name() << ": " << st.message();
+      ASSERT_TRUE(single.run_kernel(*one).ok()) << one->name << " " << c.name();
+      EXPECT_EQ(cluster.out->bytes(), single.out->bytes()) << e.name << " " << c.name();
+      EXPECT_EQ(cluster.lse->bytes(), single.lse->bytes()) << e.name << " " << c.name();
+      if (variant < 2) {
+        NaiveResult ref = host.naive(c);
+        double err = rel_frobenius(cluster.out->to_vector(), ref.out);
+        double lerr = lse_max_rel_err(cluster.lse->to_vector(), ref.lse);
+        EXPECT_TRUE(err < tolerance(c.dtype) && lerr < 1e-3)
+            << e.name << " " << c.name() << ": rel err " << err << ", lse rel err " << lerr;
+      }
+    }
+  }
+  EXPECT_GT(tested, 0) << "no K/V-multicast kernel compiled";
+  // An odd number of query blocks: refused too.
+  for (int i = 0; i < n; ++i) {
+    if (table[i].cluster_m == 1) continue;
+    Case c;
+    c.dtype = table[i].dtype;
+    c.head_dim = table[i].head_dim;
+    c.seqlen_q = 3 * table[i].block_m;
+    c.seqlen_k = 200;
+    CaseTensors host(c);
+    GpuRun gpu(host);
+    EXPECT_EQ(gpu.run_kernel(table[i]).code(), flashcore::StatusCode::kNotSupported) << table[i].name;
+    break;
   }
 }
 
