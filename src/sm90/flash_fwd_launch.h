@@ -155,14 +155,16 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   }
 
   // K/V multicast (kernel_traits.h kClusterM): the two CTAs of a cluster
-  // walk query blocks 2j and 2j+1 over the same key blocks, so the call must
-  // give them the same keys. Dispatch only picks these kernels for such calls
-  // (tuning_table.h cluster_eligible); this guards direct launches.
+  // walk tiles 2i and 2i+1 in step, so every tile must have as many key
+  // blocks and the tiles must pair up. Dispatch only picks these kernels for
+  // such calls (tuning_table.h cluster_eligible); this guards direct launches.
   if constexpr (Traits::kClusterM > 1) {
-    if (!cluster_eligible(p, Traits::kBlockM, Traits::kClusterM)) {
+    if (!cluster_eligible(p, Traits::kBlockM, Traits::kClusterM, Traits::kPairsMayStraddle)) {
       return Status(StatusCode::kNotSupported,
-                    "K/V-multicast kernels take plain calls without a mask whose query blocks pair up (" +
-                        std::to_string(m_blocks) + " blocks of " + std::to_string(Traits::kBlockM) + " rows)");
+                    std::string("K/V-multicast kernels take plain calls without a mask and an even number of ") +
+                        (Traits::kPairsMayStraddle ? "tiles (" : "query blocks a head (") +
+                        std::to_string(Traits::kPairsMayStraddle ? m_blocks * heads * p.batch : m_blocks) +
+                        " of " + std::to_string(Traits::kBlockM) + " rows)");
     }
   }
   int64_t const units = m_blocks > plan.split.max_splits ? m_blocks : plan.split.max_splits;

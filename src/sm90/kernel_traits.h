@@ -70,6 +70,11 @@ struct KernelTraits {
   static_assert(!kServing || kNumMmaWarpGroups <= 2, "serving kernels: 64- and 128-row tiles");
   static constexpr int kProducerRegs = kNumMmaWarpGroups == 3 ? 32 : kServing ? 40 : 24;
   static constexpr int kConsumerRegs = kNumMmaWarpGroups == 3 ? 160 : kServing ? 232 : 240;
+  // K/V multicast: whether a cluster's two tiles may belong to two heads
+  // (mainloop_load.h then loads both slices of a block into one ring). That
+  // spilled 16 bytes in a 24-register producer (head dim 256), whose
+  // clusters only take calls with an even number of query blocks a head.
+  static constexpr bool kPairsMayStraddle = kClusterM > 1 && kProducerRegs >= 32;
   // The masking code form that fits the consumers' registers (mask.h apply).
   static constexpr bool kCompactMask = kNumMmaWarpGroups == 3;
 

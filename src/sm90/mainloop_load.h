@@ -53,16 +53,22 @@ struct MainloopLoad {
         make_shape(params.head_dim, params.page_size, params.heads_kv, params.num_pages));
 
     auto tma_q = params.tma_q.get_slice(_0{});
-    // With K/V multicast each CTA of the cluster issues its own slice of
-    // every block, into all the cluster's rings (kernel_traits.h kClusterM).
+    // With K/V multicast (kernel_traits.h kClusterM) the K/V TMA box is a
+    // 1/kClusterM slice of a block: a CTA issues its own slice into every
+    // ring of the cluster when the CTAs' tiles read the same K/V head, and
+    // else both slices into its own ring only (kClusterM = 2).
     int const cta_rank = Traits::kClusterM > 1 ? int(cute::block_rank_in_cluster()) : 0;
     auto tma_k = params.tma_k.get_slice(cta_rank);
     auto tma_v = params.tma_v.get_slice(cta_rank);
-    constexpr uint16_t kMcast = Traits::kClusterM > 1 ? Traits::kMulticastMask : 0;
+    static_assert(Traits::kClusterM <= 2, "the other slice: one other CTA");
+    auto tma_k_other = params.tma_k.get_slice(cta_rank ^ (Traits::kClusterM - 1));
+    auto tma_v_other = params.tma_v.get_slice(cta_rank ^ (Traits::kClusterM - 1));
     auto tma_kc = params.tma_k_chunk.get_slice(_0{});
     auto tma_vc = params.tma_v_chunk.get_slice(_0{});
     Tensor tKsK = tma_k.partition_D(sK);
     Tensor tVsV = tma_v.partition_D(sVt);
+    Tensor tKsK_other = tma_k_other.partition_D(sK);
+    Tensor tVsV_other = tma_v_other.partition_D(sVt);
 
     StaticTileScheduler<Params> scheduler{params};
     PipelineState write_state = cutlass::make_producer_start_state<PipelineKV>();
@@ -89,6 +95,15 @@ struct MainloopLoad {
       Tensor tQgQ = tma_q.partition_S(gQ);
       Tensor tKgK = tma_k.partition_S(gK);
       Tensor tVgV = tma_v.partition_S(gVt);
+      Tensor tKgK_other = tma_k_other.partition_S(gK);
+      Tensor tVgV_other = tma_v_other.partition_S(gVt);
+      // The other CTA of the cluster runs tile ^ 1 (tile_scheduler.h), of
+      // the same (batch, head) unless the pair straddles two: unless the
+      // pair's second tile is a head's first query block. Then each CTA
+      // fills its own ring alone. (Unpaired tiles: units run fastest.)
+      bool const shared_kv =
+          Traits::kClusterM > 1 && (!Traits::kPairsMayStraddle || (tile | 1) % params.num_units != 0);
+      uint16_t const mask = shared_kv ? Traits::kMulticastMask : uint16_t(1u << cta_rank);
 
       // The tile that last used this Q buffer is done with it (kernel_traits.h).
       if (leader) {
@@ -109,12 +124,21 @@ struct MainloopLoad {
         // of a phase that never completes again, and the CTA hangs.)
         if (!paged) {  // the leader alone runs this loop
           // K is issued as soon as its stage is free: V's frees later (after P·V).
+          int const stage = write_state.index();
           pipeline_k.producer_acquire(write_state);
-          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), kMcast),
-               tKgK(_, _, _, n), tKsK(_, _, _, write_state.index()));
+          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask), tKgK(_, _, _, n),
+               tKsK(_, _, _, stage));
+          if (Traits::kPairsMayStraddle && !shared_kv) {
+            copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask), tKgK_other(_, _, _, n),
+                 tKsK_other(_, _, _, stage));
+          }
           pipeline_v.producer_acquire(write_state);
-          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), kMcast),
-               tVgV(_, _, _, n), tVsV(_, _, _, write_state.index()));
+          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask), tVgV(_, _, _, n),
+               tVsV(_, _, _, stage));
+          if (Traits::kPairsMayStraddle && !shared_kv) {
+            copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask), tVgV_other(_, _, _, n),
+                 tVsV_other(_, _, _, stage));
+          }
         } else if constexpr (Traits::kServing) {
           if (leader) {
             pipeline_k.producer_acquire(write_state);

@@ -133,13 +133,16 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
 }
 
 // Whether a K/V-multicast kernel (kernel_traits.h kClusterM) can take the
-// call: a cluster's CTAs run query blocks 2j and 2j+1 of one (batch, head)
-// over the same key blocks, so the call is plain (no per-sequence lengths, no
-// packed GQA decode), has no mask (both blocks see every key) and an even
-// number of query blocks.
-inline bool cluster_eligible(const Problem& p, int block_m, int cluster_m) {
+// call: a cluster's CTAs run tiles 2i and 2i+1 in step, over as many key
+// blocks each, so the call is plain (no per-sequence lengths, no packed GQA
+// decode), has no mask (every tile walks all keys) and an even number of
+// tiles. Two tiles of one head share their loads; a pair that straddles two
+// heads loads apart (mainloop_load.h), which only kernels with
+// kPairsMayStraddle do: the others need an even number of query blocks a head.
+inline bool cluster_eligible(const Problem& p, int block_m, int cluster_m, bool pairs_may_straddle) {
   if (p.has_per_seq_lengths() || packs_gqa(p) || p.has_mask()) return false;
-  return ceil_div(p.seqlen_q, block_m) % cluster_m == 0;
+  int64_t const blocks = ceil_div(p.seqlen_q, block_m);
+  return pairs_may_straddle ? blocks * p.heads_q * p.batch % cluster_m == 0 : blocks % cluster_m == 0;
 }
 
 // FLASHCORE_CLUSTER=0 in the environment (read once per process) turns K/V
@@ -173,8 +176,14 @@ inline bool has_cluster_kernel(int head_dim, int block_m, int block_n) {
 // K/V multicast where it is compiled and the call allows it. It changes only
 // where K/V bytes come from, not the arithmetic: bit-identical results (GPU
 // test ClusterKernelsMatchOneCtaKernels), so the choice may follow the batch.
+// Head dim 64's 192-row kernel (three consumer warpgroups, a 32-register
+// producer) loads straddling pairs; head dim 256's (24 registers) does not.
+inline bool cluster_pairs_may_straddle(int head_dim) { return head_dim == 64; }
+
 inline int tuned_cluster(const Problem& p, int block_m, int block_n) {
-  bool const use = has_cluster_kernel(int(p.head_dim), block_m, block_n) && cluster_eligible(p, block_m, 2);
+  int const d = int(p.head_dim);
+  bool const use =
+      has_cluster_kernel(d, block_m, block_n) && cluster_eligible(p, block_m, 2, cluster_pairs_may_straddle(d));
   return use && cluster_allowed() ? 2 : 1;
 }
 

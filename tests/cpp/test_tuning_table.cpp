@@ -175,10 +175,10 @@ TEST(TuningTable, CallShapeReadsTheProblem) {
   EXPECT_EQ(block_m(64, w), 64);
 }
 
-TEST(TuningTable, KvMulticastOnlyForUnmaskedPlainCallsWithPairedQueryBlocks) {
-  flashcore::Problem plain = problem(8, 16, 16, 2048, 2048);  // 16 blocks of 128 rows
+TEST(TuningTable, KvMulticastOnlyForUnmaskedPlainCallsWhoseTilesPairUp) {
+  flashcore::Problem plain = problem(8, 16, 16, 2048, 2048);  // 16 blocks of 128 rows a head
   plain.head_dim = 256;
-  EXPECT_TRUE(cluster_eligible(plain, 128, 2));
+  EXPECT_TRUE(cluster_eligible(plain, 128, 2, false));
   EXPECT_EQ(tuned_cluster(plain, 128, 80), 2);
   EXPECT_EQ(tuned_cluster(plain, 128, 64), 1);  // slower with 64-key blocks: not compiled
   plain.head_dim = 128;
@@ -186,27 +186,33 @@ TEST(TuningTable, KvMulticastOnlyForUnmaskedPlainCallsWithPairedQueryBlocks) {
   plain.head_dim = 96;
   EXPECT_EQ(tuned_cluster(plain, 128, 128), 1);
 
-  flashcore::Problem odd = plain;
+  // Three query blocks a head: head dim 256's clusters need pairs within a
+  // head; head dim 64's may straddle two heads, and need an even tile count.
+  flashcore::Problem odd = problem(1, 2, 2, 3 * 192, 2048);
+  odd.head_dim = 256;
+  EXPECT_FALSE(cluster_pairs_may_straddle(256));
+  EXPECT_FALSE(cluster_eligible(odd, 192, 2, false));
   odd.head_dim = 64;
-  odd.seqlen_q = 4 * 192;  // 4 blocks of 192 rows, 6 of 128
+  EXPECT_TRUE(cluster_pairs_may_straddle(64));
+  EXPECT_TRUE(cluster_eligible(odd, 192, 2, true));  // 6 tiles
   EXPECT_EQ(tuned_cluster(odd, 192, 128), 2);
   EXPECT_EQ(tuned_cluster(odd, 128, 128), 1);  // no 128-row multicast kernel
-  odd.seqlen_q = 3 * 192;  // 3 blocks: the last pair would lack a block
-  EXPECT_FALSE(cluster_eligible(odd, 192, 2));
+  odd.heads_q = odd.heads_kv = 1;  // 3 tiles
+  EXPECT_FALSE(cluster_eligible(odd, 192, 2, true));
   EXPECT_EQ(tuned_cluster(odd, 192, 128), 1);
 
   plain.head_dim = 256;
   flashcore::Problem causal = plain;
   causal.causal = true, causal.window_right = 0;
-  EXPECT_FALSE(cluster_eligible(causal, 128, 2));
+  EXPECT_FALSE(cluster_eligible(causal, 128, 2, true));
   flashcore::Problem window = plain;
   window.window_left = 4096;  // a left window wider than the keys is still a mask: not taken
-  EXPECT_FALSE(cluster_eligible(window, 128, 2));
+  EXPECT_FALSE(cluster_eligible(window, 128, 2, true));
   flashcore::Problem varlen = plain;
   varlen.varlen_q = varlen.varlen_k = true;
-  EXPECT_FALSE(cluster_eligible(varlen, 128, 2));
+  EXPECT_FALSE(cluster_eligible(varlen, 128, 2, true));
   flashcore::Problem decode = problem(64, 32, 8, 1, 4096);
-  EXPECT_FALSE(cluster_eligible(decode, 64, 2));
+  EXPECT_FALSE(cluster_eligible(decode, 64, 2, true));
 }
 
 TEST(TuningTable, TilesArePairedOnceSomeCtaGetsTwo) {
