@@ -160,8 +160,12 @@ inline bool cluster_allowed() {
 // FA3-grid cells, three rounds, one build with FLASHCORE_CLUSTER=0 against
 // the default (bench/results/2026-11-25d-h100/ab1-multicast-table.txt;
 // output bits identical in every round):
-//  - head dim 64, 192-row tiles: 2-3% faster at 4k and 16k tokens, level
-//    at 512 and 8k, within the rounds' spread at 1k-2k;
+//  - head dim 64, 192-row tiles: 2-3% faster at 4k and 16k tokens, where a
+//    head has an even number of query blocks (pairs were kept within a
+//    head); with pairs that may straddle two heads
+//    (ab3-multicast-straddle-table.txt) 1.4-1.9% faster at 512, 1k, 8k and
+//    16k and 1.5-1.8% on the fp16 seed shapes B16/B32 S512, 2k within the
+//    rounds' spread;
 //  - head dim 256, 80-key blocks (2k keys and up): 2% faster at 4k, 3.5% at
 //    8k, 2% at 16k, level at 2k;
 //  - not taken: head dim 128 (128-row tiles, 2 or 3 stages) 0.5-3% slower at
