@@ -26,12 +26,13 @@ using namespace cute;
 // head dims up to 128). Plain calls use the kernel without those paths,
 // whose producer fits in 24 registers and whose consumers keep 240.
 //
-// kClusterM_ = 2: K/V multicast. Two CTAs of a cluster take query blocks 2j
-// and 2j+1 of the same (batch, head), walk the same key blocks, and each
-// loads half of every K and V block through TMA multicast into both CTAs'
-// rings: half the L2-to-SM traffic a FLOP. Only for plain calls whose two
-// query blocks read the same keys (no mask) and with an even number of query
-// blocks (flash_fwd_launch.h refuses the rest; dispatch: tuning_table.h).
+// kClusterM_ = 2: K/V multicast. Two CTAs of a cluster take tiles 2i and
+// 2i+1 and walk as many key blocks in step; when the tiles are of one
+// (batch, head), each CTA loads half of every K and V block through TMA
+// multicast into both CTAs' rings: half the L2-to-SM traffic a FLOP
+// (mainloop_load.h; pairs from two heads: kPairsMayStraddle). Only for plain
+// calls without a mask whose tiles pair up (flash_fwd_launch.h refuses the
+// rest; dispatch: tuning_table.h).
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kServing_ = false,
           int kClusterM_ = 1>
 struct KernelTraits {

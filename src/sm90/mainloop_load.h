@@ -55,8 +55,8 @@ struct MainloopLoad {
     auto tma_q = params.tma_q.get_slice(_0{});
     // With K/V multicast (kernel_traits.h kClusterM) the K/V TMA box is a
     // 1/kClusterM slice of a block: a CTA issues its own slice into every
-    // ring of the cluster when the CTAs' tiles read the same K/V head, and
-    // else both slices into its own ring only (kClusterM = 2).
+    // ring of the cluster when the CTAs' tiles are of one head, and else
+    // both slices into its own ring only (kClusterM = 2).
     int const cta_rank = Traits::kClusterM > 1 ? int(cute::block_rank_in_cluster()) : 0;
     auto tma_k = params.tma_k.get_slice(cta_rank);
     auto tma_v = params.tma_v.get_slice(cta_rank);
@@ -98,9 +98,9 @@ struct MainloopLoad {
       Tensor tKgK_other = tma_k_other.partition_S(gK);
       Tensor tVgV_other = tma_v_other.partition_S(gVt);
       // The other CTA of the cluster runs tile ^ 1 (tile_scheduler.h), of
-      // the same (batch, head) unless the pair straddles two: unless the
-      // pair's second tile is a head's first query block. Then each CTA
-      // fills its own ring alone. (Unpaired tiles: units run fastest.)
+      // the same (batch, head) unless the pair straddles two heads, i.e.
+      // unless the pair's odd tile is a head's first query block (tiles are
+      // numbered query block fastest). Then each CTA fills its own ring alone.
       bool const shared_kv =
           Traits::kClusterM > 1 && (!Traits::kPairsMayStraddle || (tile | 1) % params.num_units != 0);
       uint16_t const mask = shared_kv ? Traits::kMulticastMask : uint16_t(1u << cta_rank);

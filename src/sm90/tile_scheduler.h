@@ -18,10 +18,10 @@
 // number of query blocks the middle blocks follow after all pairs.
 //
 // With K/V multicast (kernel_traits.h kClusterM = 2) the CTAs of a cluster
-// take consecutive tiles, query blocks 2j and 2j+1 of one head (the number of
-// query blocks is even there, and no mask: never paired): cluster c of G
-// takes tiles (k*G + c)*2 + rank, so both walk the same key blocks in step
-// (tile_at below).
+// take consecutive tiles 2i and 2i+1 (calls without a mask: never paired,
+// every tile walks all key blocks): cluster c of G takes tiles
+// (k*G + c)*2 + rank, so both walk the same number of key blocks in step
+// (tile_at below), usually of one head (mainloop_load.h).
 //
 // The assignment depends only on the shape, never on timing or data; a tile's
 // result does not depend on which CTA computes it: results are bitwise
