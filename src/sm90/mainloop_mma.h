@@ -13,7 +13,8 @@
 // rescaling right after the wait (O·r_j + P_j·V_j), so every tile shape gives
 // bitwise the same rows. With two or three consumer warpgroups (128- and
 // 192-row tiles) each one's softmax runs while the tensor cores work on the
-// others' products (ping-pong turns), after its own products are done. At
+// others' products (ping-pong turns), after its own products are done; three
+// warpgroups also rescale O under the Q·Kᵀ (kRescaleInTurn). At
 // head dim 256 the two warpgroups issue without turns, each one's P·V and
 // next Q·Kᵀ one after the other (kSerialProducts below).
 #pragma once
@@ -60,6 +61,16 @@ struct MainloopMma {
   // kSerialProducts), while the other warpgroup's products keep the tensor
   // cores busy.
   static constexpr bool kSerialProducts = Traits::kSerialProducts;
+  // Where O is rescaled for a block's row maxima: after the P·V wait
+  // (outside the turns), or between the issue of the next Q·Kᵀ and that of
+  // the P·V, under the Q·Kᵀ product. The same operations in the same order
+  // (O·r_j, then + P_j·V_j), so the bits do not change. The lone warpgroup
+  // does it under the Q·Kᵀ (kOverlapSoftmax). So do three warpgroups
+  // taking turns: 1.3-2.8% faster than after the wait on head dim 64's
+  // 192-row tiles, without a mask and causal from 2k tokens; with two, whose
+  // turns it lengthens, 1-2% slower at head dim 128 (same-run A/B, three
+  // rounds: bench/results/2026-11-25e-h100/ab4-rescale-in-turn-table.txt).
+  static constexpr bool kRescaleInTurn = kOverlapSoftmax || (!kSerialProducts && kNumWG >= 3);
   static_assert(!kSerialProducts || (!Traits::kPingPong && !kOverlapSoftmax));
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
@@ -192,7 +203,7 @@ struct MainloopMma {
         pipeline_v.consumer_wait(read_state);
         turn_begin();
         wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
-        if constexpr (kOverlapSoftmax) rescale_o();  // for the previous block's maxima, before its P·V
+        if constexpr (kRescaleInTurn) rescale_o();  // for the previous block's maxima, before its P·V
         wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
         turn_end();
         warpgroup_wait<1>();  // S_j is ready; P·V of the previous block still running
@@ -209,14 +220,14 @@ struct MainloopMma {
         warpgroup_wait<0>();  // P·V done: P and V_j-1 may be reused
         release(pipeline_v, storage.pipeline_v, read_state, mma_thread);
       }
-      if constexpr (!kOverlapSoftmax) rescale_o();  // O·r_j, then + P_j·V_j
+      if constexpr (!kRescaleInTurn) rescale_o();  // O·r_j, then + P_j·V_j
       convert_into(tSrS, rP);
       read_state = next_state;
     }
 
     pipeline_v.consumer_wait(read_state);
     turn_begin();
-    if constexpr (kOverlapSoftmax) rescale_o();
+    if constexpr (kRescaleInTurn) rescale_o();
     wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
     turn_end();
     warpgroup_wait<0>();

@@ -5,6 +5,7 @@ import importlib.machinery
 import importlib.util
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -265,3 +266,34 @@ def test_serial_product_kernels_never_keep_two_products_in_flight():
         assert waits, f"{os.path.basename(o)}: no wgmma waits"
         partial = [w.strip() for w in waits if "gsb0, 0x0" not in w]
         assert partial == [], f"{os.path.basename(o)}: waits with a batch left in flight: {partial[:3]}"
+
+
+# ------------------------------------------------ O rescaled under the Q·Kᵀ
+def _fmuls_between_products(sass: str) -> list[int]:
+    """For each batch of Q·Kᵀ wgmmas (A from shared memory) directly followed
+    by a P·V batch (A from registers), the FMULs issued between the first
+    Q·Kᵀ wgmma and the first P·V wgmma."""
+    counts, inside = [], None
+    for line in sass.splitlines():
+        if "HGMMA" in line:
+            if re.search(r"HGMMA\.\S+ R\d+, R\d+, gdesc\[\w+\]\.tnspB", line) is None:
+                inside = 0 if inside is None else inside
+            elif inside is not None:
+                counts.append(inside)
+                inside = None
+        elif inside is not None and re.search(r"\bFMUL\b", line):
+            inside += 1
+    return counts
+
+
+def test_one_and_three_warpgroup_kernels_rescale_o_under_the_qk_product():
+    # The 64- and 192-row tiles rescale O (32 FMULs a thread at head dim 64)
+    # between the issue of the next Q·Kᵀ and that of the P·V product
+    # (src/sm90/mainloop_mma.h: kRescaleInTurn), where the Q·Kᵀ hides them.
+    objects = [o for o in _kernel_objects() if re.search(r"_d64_m(64|192)_", os.path.basename(o))]
+    if not objects:
+        pytest.skip("no head-dim-64 64/192-row kernel objects in the build dir (built without CUDA)")
+    for o in objects:
+        counts = _fmuls_between_products(audit.dump_sass(o, _cuobjdump()))
+        assert counts, f"{os.path.basename(o)}: no Q·Kᵀ batch followed by a P·V batch"
+        assert max(counts) >= 32, f"{os.path.basename(o)}: FMULs between the products: {counts}"
