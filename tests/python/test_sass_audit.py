@@ -221,20 +221,38 @@ def test_flashcore_kernels_have_no_data_dependent_branch_and_no_local_memory():
         assert r.local_memory == 0, f"{r.name}: {r.local_memory} local-memory instructions"
 
 
+def _kernel_sass(pattern, what):
+    """(file name, SASS) of each attention-kernel object whose file name
+    matches `pattern`; skips the test when the build has none."""
+    objects = [o for o in _kernel_objects() if re.search(pattern, os.path.basename(o))]
+    if not objects:
+        pytest.skip(f"no {what} kernel objects in the build dir (built without CUDA)")
+    return [(os.path.basename(o), audit.dump_sass(o, _cuobjdump())) for o in objects]
+
+
 # ------------------------------------------------- softmax under the P·V product
+def _counts_between(sass: str, opens, closes, counted, restart: bool) -> list[int]:
+    """For each stretch of SASS lines from one where opens(line) to the next
+    where closes(line), how many lines in between satisfy counted(line). With
+    restart, a second opening line starts the count again; without, the
+    stretch begins at the first one."""
+    counts, inside = [], None
+    for line in sass.splitlines():
+        if opens(line):
+            inside = 0 if restart or inside is None else inside
+        elif closes(line) and inside is not None:
+            counts.append(inside)
+            inside = None
+        elif inside is not None and counted(line):
+            inside += 1
+    return counts
+
+
 def _exps_between_waits(sass: str) -> list[int]:
     """For each `wait until one wgmma batch is left` (the loop's wait for
     S = Q·Kᵀ), the MUFU.EX2 instructions before the next full wait (for P·V)."""
-    counts, inside = [], None
-    for line in sass.splitlines():
-        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in line:
-            inside = 0
-        elif "WARPGROUP.DEPBAR.LE gsb0, 0x0" in line and inside is not None:
-            counts.append(inside)
-            inside = None
-        elif inside is not None and "MUFU.EX2" in line:
-            inside += 1
-    return counts
+    return _counts_between(sass, lambda l: "WARPGROUP.DEPBAR.LE gsb0, 0x1" in l,
+                           lambda l: "WARPGROUP.DEPBAR.LE gsb0, 0x0" in l, lambda l: "MUFU.EX2" in l, restart=True)
 
 
 def test_single_warpgroup_kernels_run_the_softmax_under_the_pv_product():
@@ -243,13 +261,10 @@ def test_single_warpgroup_kernels_run_the_softmax_under_the_pv_product():
     # the P·V wait above the softmax unless a basic block ends between them
     # (wgmma_utils.h: basic_block_boundary): every exp2 of the block (64 a
     # thread for 64x128 scores) must lie between the two waits.
-    objects = [o for o in _kernel_objects() if "_m64_" in os.path.basename(o)]
-    if not objects:
-        pytest.skip("no sm90 kernel objects in the build dir (built without CUDA)")
-    for o in objects:
-        counts = _exps_between_waits(audit.dump_sass(o, _cuobjdump()))
-        assert counts, f"{os.path.basename(o)}: no wait for Q·Kᵀ with P·V in flight"
-        assert min(counts) >= 64, f"{os.path.basename(o)}: exp2s between the waits: {counts}"
+    for name, sass in _kernel_sass(r"_m64_", "64-row"):
+        counts = _exps_between_waits(sass)
+        assert counts, f"{name}: no wait for Q·Kᵀ with P·V in flight"
+        assert min(counts) >= 64, f"{name}: exp2s between the waits: {counts}"
 
 
 def test_serial_product_kernels_never_keep_two_products_in_flight():
@@ -257,15 +272,11 @@ def test_serial_product_kernels_never_keep_two_products_in_flight():
     # P·V product before it issues the next Q·Kᵀ, so its scores and
     # probabilities never hold registers at once; that is what lets its
     # 80-key blocks fit without spilling. Every wgmma wait must be a full one.
-    objects = [o for o in _kernel_objects() if "_d256_" in os.path.basename(o)]
-    if not objects:
-        pytest.skip("no head-dim-256 kernel objects in the build dir (built without CUDA)")
-    for o in objects:
-        sass = audit.dump_sass(o, _cuobjdump())
+    for name, sass in _kernel_sass(r"_d256_", "head-dim-256"):
         waits = [line for line in sass.splitlines() if "WARPGROUP.DEPBAR.LE" in line]
-        assert waits, f"{os.path.basename(o)}: no wgmma waits"
+        assert waits, f"{name}: no wgmma waits"
         partial = [w.strip() for w in waits if "gsb0, 0x0" not in w]
-        assert partial == [], f"{os.path.basename(o)}: waits with a batch left in flight: {partial[:3]}"
+        assert partial == [], f"{name}: waits with a batch left in flight: {partial[:3]}"
 
 
 # ------------------------------------------------ O rescaled under the Q·Kᵀ
@@ -273,27 +284,18 @@ def _fmuls_between_products(sass: str) -> list[int]:
     """For each batch of Q·Kᵀ wgmmas (A from shared memory) directly followed
     by a P·V batch (A from registers), the FMULs issued between the first
     Q·Kᵀ wgmma and the first P·V wgmma."""
-    counts, inside = [], None
-    for line in sass.splitlines():
-        if "HGMMA" in line:
-            if re.search(r"HGMMA\.\S+ R\d+, R\d+, gdesc\[\w+\]\.tnspB", line) is None:
-                inside = 0 if inside is None else inside
-            elif inside is not None:
-                counts.append(inside)
-                inside = None
-        elif inside is not None and re.search(r"\bFMUL\b", line):
-            inside += 1
-    return counts
+    def pv(line):
+        return re.search(r"HGMMA\.\S+ R\d+, R\d+, gdesc\[\w+\]\.tnspB", line) is not None
+
+    return _counts_between(sass, lambda l: "HGMMA" in l and not pv(l), pv,
+                           lambda l: re.search(r"\bFMUL\b", l) is not None, restart=False)
 
 
 def test_one_and_three_warpgroup_kernels_rescale_o_under_the_qk_product():
     # The 64- and 192-row tiles rescale O (32 FMULs a thread at head dim 64)
     # between the issue of the next Q·Kᵀ and that of the P·V product
     # (src/sm90/mainloop_mma.h: kRescaleInTurn), where the Q·Kᵀ hides them.
-    objects = [o for o in _kernel_objects() if re.search(r"_d64_m(64|192)_", os.path.basename(o))]
-    if not objects:
-        pytest.skip("no head-dim-64 64/192-row kernel objects in the build dir (built without CUDA)")
-    for o in objects:
-        counts = _fmuls_between_products(audit.dump_sass(o, _cuobjdump()))
-        assert counts, f"{os.path.basename(o)}: no Q·Kᵀ batch followed by a P·V batch"
-        assert max(counts) >= 32, f"{os.path.basename(o)}: FMULs between the products: {counts}"
+    for name, sass in _kernel_sass(r"_d64_m(64|192)_", "head-dim-64 64/192-row"):
+        counts = _fmuls_between_products(sass)
+        assert counts, f"{name}: no Q·Kᵀ batch followed by a P·V batch"
+        assert max(counts) >= 32, f"{name}: FMULs between the products: {counts}"
