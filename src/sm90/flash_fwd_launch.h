@@ -159,6 +159,11 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   // blocks and the tiles must pair up. Dispatch only picks these kernels for
   // such calls (tuning_table.h cluster_eligible); this guards direct launches.
   if constexpr (Traits::kClusterM > 1) {
+    // Dispatch's view of the multicast kernels (tuning_table.h) is this kernel's.
+    static_assert(has_cluster_kernel(Traits::kHeadDim, Traits::kBlockM, Traits::kBlockN),
+                  "a K/V-multicast kernel dispatch never picks: list it in tuning_table.h has_cluster_kernel");
+    static_assert(cluster_pairs_may_straddle(Traits::kHeadDim) == Traits::kPairsMayStraddle,
+                  "dispatch and the kernel disagree on pairs of tiles from two heads (kernel_traits.h)");
     if (!cluster_eligible(p, Traits::kBlockM, Traits::kClusterM, Traits::kPairsMayStraddle)) {
       return Status(StatusCode::kNotSupported,
                     std::string("K/V-multicast kernels take plain calls without a mask and an even number of ") +

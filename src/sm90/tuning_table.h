@@ -172,8 +172,9 @@ inline bool cluster_allowed() {
 //    512-4k and level at 8k-16k, so L2 bandwidth is not what holds those
 //    kernels back; head dim 256 with 64-key blocks 1% slower at 512-1k.
 // These tiles are compiled with multicast (tools/gen_sm90_kernels.py
-// CLUSTER_TILES lists the same).
-inline bool has_cluster_kernel(int head_dim, int block_m, int block_n) {
+// CLUSTER_TILES lists the same; each multicast kernel's launch checks at
+// compile time that it is listed here, flash_fwd_launch.h).
+constexpr bool has_cluster_kernel(int head_dim, int block_m, int block_n) {
   return (head_dim == 64 && block_m == 192) || (head_dim == 256 && block_m == 128 && block_n == 80);
 }
 
@@ -182,7 +183,7 @@ inline bool has_cluster_kernel(int head_dim, int block_m, int block_n) {
 // test ClusterKernelsMatchOneCtaKernels), so the choice may follow the batch.
 // Head dim 64's 192-row kernel (three consumer warpgroups, a 32-register
 // producer) loads straddling pairs; head dim 256's (24 registers) does not.
-inline bool cluster_pairs_may_straddle(int head_dim) { return head_dim == 64; }
+constexpr bool cluster_pairs_may_straddle(int head_dim) { return head_dim == 64; }
 
 inline int tuned_cluster(const Problem& p, int block_m, int block_n) {
   int const d = int(p.head_dim);
