@@ -71,6 +71,14 @@ struct MainloopMma {
   // turns it lengthens, 1-2% slower at head dim 128 (same-run A/B, three
   // rounds: bench/results/2026-11-25e-h100/ab4-rescale-in-turn-table.txt).
   static constexpr bool kRescaleInTurn = kOverlapSoftmax || (!kSerialProducts && kNumWG >= 3);
+  // Head dim 256's 80-key kernel issues P·V as two products over the halves
+  // of the head dim, each half of O rescaled just before its product, so
+  // ptxas issues the second half's 64 FMULs under the first product instead
+  // of all 128 before the P·V (pv_in_halves). Bits unchanged. Same-run A/B
+  // (bench/results/2026-11-25e-h100/ab8-d256-split-pv-table.txt): the
+  // 80-key cells 1-1.5% faster at 16k; the 64-key kernel was 1-2% slower
+  // with it and keeps one product.
+  static constexpr bool kSplitPV = kSerialProducts && kBlockN == 80;
   static_assert(!kSerialProducts || (!Traits::kPingPong && !kOverlapSoftmax));
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
@@ -111,6 +119,44 @@ struct MainloopMma {
       int const t = mma_thread % cutlass::NumThreadsPerWarpGroup;
       ring.empty_barrier_[s.index()].arrive(uint32_t(t / 32), uint32_t(t % 32 == 0 && t / 32 < Traits::kClusterM));
     }
+  }
+
+  // kSplitPV: O += P·V as two products over the halves of the head dim,
+  // each half of O rescaled just before its product is issued, so the
+  // second half's FMULs run under the first half's product; waits for both.
+  // A half's accumulator values are consecutive registers of O's fragment
+  // (the m64nN fragment orders its values column pair, row half, then
+  // 8-column group; the epilogue's store rounds view it the same way). A
+  // member template, instantiated only by the kernels that call it.
+  template <class TP, class TVt, class FragO>
+  CUTE_DEVICE static void pv_in_halves(TP const& tOrP, TVt const& sVt, int stage, FragO& tOrO,
+                                       float const (&rescale)[kRows], int mma_thread) {
+    constexpr int kHalfD = Traits::kHeadDim / 2;
+    using TiledMmaPVHalf = decltype(make_tiled_mma(
+        GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHalfD>, Int<kBlockN>>, GMMA::Major::K,
+                             GMMA::Major::MN>(),
+        typename Traits::AtomLayoutMma{}));
+    TiledMmaPVHalf tiled_mma_pvh;
+    auto thr_pvh = tiled_mma_pvh.get_thread_slice(mma_thread);
+    auto const half_layout = partition_fragment_C(tiled_mma_pvh, Shape<Int<kBlockM>, Int<kHalfD>>{}).layout();
+    constexpr int kHalfRegs = cute::cosize_v<decltype(half_layout)>;
+    static_assert(2 * kHalfRegs == decltype(size(tOrO))::value);
+    Tensor o_rc = make_tensor(tOrO.data(), acc_layout_rowcol(tOrO.layout()));
+    constexpr int kHalfCols = decltype(size<1>(o_rc))::value / 2;
+    CUTLASS_PRAGMA_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = 0; c < kHalfCols; ++c) o_rc(r, h * kHalfCols + c) *= rescale[r];
+      }
+      Tensor tOrVh = thr_pvh.partition_fragment_B(
+          local_tile(sVt, Shape<Int<kHalfD>, Int<kBlockN>, Int<Traits::kStages>>{}, make_coord(h, 0, 0)));
+      Tensor tOrOh = make_tensor(tOrO.data() + h * kHalfRegs, half_layout);
+      wgmma_tile<false, -1>(tiled_mma_pvh, tOrP, tOrVh(_, _, _, stage), tOrOh);
+    }
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
   }
 
   // Runs the whole key loop for one tile; leaves O (unnormalized) in tOrO and
@@ -192,7 +238,11 @@ struct MainloopMma {
       if constexpr (kSerialProducts) {
         // P·V of the previous block, waited for, then this block's Q·Kᵀ.
         pipeline_v.consumer_wait(read_state);
-        wgmma_tile<false, /*wait=*/0>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+        if constexpr (kSplitPV) {
+          pv_in_halves(tOrP, sVt, read_state.index(), tOrO, rescale, mma_thread);
+        } else {
+          wgmma_tile<false, /*wait=*/0>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+        }
         release(pipeline_v, storage.pipeline_v, read_state, mma_thread);
         pipeline_k.consumer_wait(next_state);
         wgmma_tile<true, /*wait=*/0>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
@@ -220,17 +270,21 @@ struct MainloopMma {
         warpgroup_wait<0>();  // P·V done: P and V_j-1 may be reused
         release(pipeline_v, storage.pipeline_v, read_state, mma_thread);
       }
-      if constexpr (!kRescaleInTurn) rescale_o();  // O·r_j, then + P_j·V_j
+      if constexpr (!kRescaleInTurn && !kSplitPV) rescale_o();  // O·r_j, then + P_j·V_j
       convert_into(tSrS, rP);
       read_state = next_state;
     }
 
     pipeline_v.consumer_wait(read_state);
-    turn_begin();
-    if constexpr (kRescaleInTurn) rescale_o();
-    wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
-    turn_end();
-    warpgroup_wait<0>();
+    if constexpr (kSplitPV) {
+      pv_in_halves(tOrP, sVt, read_state.index(), tOrO, rescale, mma_thread);
+    } else {
+      turn_begin();
+      if constexpr (kRescaleInTurn) rescale_o();
+      wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+      turn_end();
+      warpgroup_wait<0>();
+    }
     release(pipeline_v, storage.pipeline_v, read_state, mma_thread);
     ++read_state;
   }

@@ -299,3 +299,35 @@ def test_one_and_three_warpgroup_kernels_rescale_o_under_the_qk_product():
         counts = _fmuls_between_products(sass)
         assert counts, f"{name}: no Q·Kᵀ batch followed by a P·V batch"
         assert max(counts) >= 32, f"{name}: FMULs between the products: {counts}"
+
+
+# ------------------------------------------ head dim 256's P·V in two halves
+def _fmuls_between_pv_halves(sass: str) -> list[int]:
+    """For each switch between the two half-width P·V products (RS wgmmas
+    into two accumulator register ranges), the FMULs issued between the
+    first wgmma of one half and the first wgmma of the other."""
+    counts, dest, inside = [], None, 0
+    for line in sass.splitlines():
+        m = re.search(r"HGMMA\.64x128x16\S* (R\d+), R\d+, gdesc\[\w+\]\.tnspB", line)
+        if m:
+            if dest is not None and m.group(1) != dest:
+                counts.append(inside)
+            if m.group(1) != dest:
+                inside = 0
+            dest = m.group(1)
+        elif dest is not None and re.search(r"\bFMUL\b", line):
+            inside += 1
+    return counts
+
+
+def test_d256_80_key_kernels_rescale_the_second_half_of_o_under_the_first():
+    # Head dim 256's 80-key kernels issue O += P·V as two 128-wide products
+    # (src/sm90/mainloop_mma.h: kSplitPV, pv_in_halves), rescaling each half
+    # of O just before its product: the second half's FMULs (64 a thread)
+    # then sit after the first half's first wgmma. Without the split every
+    # P·V wgmma is 256 wide and all 128 FMULs come before it.
+    for name, sass in _kernel_sass(r"_d256_m128_n80_", "head-dim-256 80-key"):
+        assert "HGMMA.64x256x16" not in sass, f"{name}: a full-width P·V product"
+        counts = _fmuls_between_pv_halves(sass)
+        assert counts, f"{name}: no pair of half-width P·V products"
+        assert min(counts) >= 32, f"{name}: FMULs between the halves' first wgmmas: {counts}"
