@@ -7,7 +7,8 @@ of 60 replays; large ones: events around each call, median of $TRIALS (200,
 the benchmark's count: with 25 the card ran ~100 MHz faster and a 1-4%
 difference between two head-dim-256 kernels changed sign, docs/kernels.md). Each
 output is first checked against cuDNN's (relative Frobenius error < 2e-2, a
-sanity check: the GPU tests compare with float64); a shape whose
+sanity check: the GPU tests compare with float64; NO_CHECK=1 times a
+diagnostic variant that is wrong on purpose, such as no-softmax.patch); a shape whose
 configuration is not compiled in the variant prints n/a.
 
   python time_shapes.py VARIANT [TAG,TAG,...]
@@ -151,7 +152,7 @@ def main():
         bits = hashlib.sha1(got.cpu().numpy().tobytes()).hexdigest()[:12]
         ref = cudnn(0).float()
         err = ((got - ref).norm() / ref.norm()).item()
-        if not err < 2e-2:
+        if not err < 2e-2 and os.environ.get("NO_CHECK") != "1":
             out.append(f"{tag}:BAD{err:.1e}")
             continue
         if small:
