@@ -74,10 +74,11 @@ struct MainloopMma {
   // Head dim 256's 80-key kernel issues P·V as two products over the halves
   // of the head dim, each half of O rescaled just before its product, so
   // ptxas issues the second half's 64 FMULs under the first product instead
-  // of all 128 before the P·V (pv_in_halves). Bits unchanged. Same-run A/B
-  // (bench/results/2026-11-25e-h100/ab8-d256-split-pv-table.txt): the
-  // 80-key cells 1-1.5% faster at 16k; the 64-key kernel was 1-2% slower
-  // with it and keeps one product.
+  // of all 128 before the P·V (pv_in_halves). Bits unchanged. Same-run
+  // A/Bs: the 80-key cells 1-1.5% faster at 16k in the first version
+  // (bench/results/2026-11-25e-h100/ab8-d256-split-pv-table.txt), 0.6-0.9%
+  // in this one (2026-11-25f-h100/ab3-d256-split-pv-table.txt); the 64-key
+  // kernel was 1-2% slower with it and keeps one product.
   static constexpr bool kSplitPV = kSerialProducts && kBlockN == 80;
   static_assert(!kSerialProducts || (!Traits::kPingPong && !kOverlapSoftmax));
 
