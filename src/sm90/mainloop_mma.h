@@ -122,6 +122,17 @@ struct MainloopMma {
     }
   }
 
+  // O·r for columns [kBegin, kEnd) of O's (row, col) view: each row times
+  // its block's rescale factor.
+  template <int kBegin, int kEnd, class TO>
+  CUTE_DEVICE static void rescale_cols(TO& o_rc, float const (&rescale)[kRows]) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < kRows; ++r) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int c = kBegin; c < kEnd; ++c) o_rc(r, c) *= rescale[r];
+    }
+  }
+
   // kSplitPV: O += P·V as two products over the halves of the head dim,
   // each half of O rescaled just before its product is issued, so the
   // second half's FMULs run under the first half's product; waits for both.
@@ -144,18 +155,13 @@ struct MainloopMma {
     static_assert(2 * kHalfRegs == decltype(size(tOrO))::value);
     Tensor o_rc = make_tensor(tOrO.data(), acc_layout_rowcol(tOrO.layout()));
     constexpr int kHalfCols = decltype(size<1>(o_rc))::value / 2;
-    CUTLASS_PRAGMA_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int c = 0; c < kHalfCols; ++c) o_rc(r, h * kHalfCols + c) *= rescale[r];
-      }
+    cute::for_each(make_int_sequence<2>{}, [&](auto h) {
+      rescale_cols<h * kHalfCols, (h + 1) * kHalfCols>(o_rc, rescale);
       Tensor tOrVh = thr_pvh.partition_fragment_B(
-          local_tile(sVt, Shape<Int<kHalfD>, Int<kBlockN>, Int<Traits::kStages>>{}, make_coord(h, 0, 0)));
+          local_tile(sVt, Shape<Int<kHalfD>, Int<kBlockN>, Int<Traits::kStages>>{}, make_coord(int(h), 0, 0)));
       Tensor tOrOh = make_tensor(tOrO.data() + h * kHalfRegs, half_layout);
       wgmma_tile<false, -1>(tiled_mma_pvh, tOrP, tOrVh(_, _, _, stage), tOrOh);
-    }
+    });
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
   }
@@ -225,13 +231,7 @@ struct MainloopMma {
     softmax.step(s_rc, rescale);
     convert_into(tSrS, rP);
 
-    auto rescale_o = [&] {
-      CUTLASS_PRAGMA_UNROLL
-      for (int r = 0; r < kRows; ++r) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= rescale[r];
-      }
-    };
+    auto rescale_o = [&] { rescale_cols<0, decltype(size<1>(o_rc))::value>(o_rc, rescale); };
 
     for (--n; n >= n_min; --n) {
       PipelineState next_state = read_state;
