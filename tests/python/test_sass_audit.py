@@ -303,21 +303,20 @@ def test_one_and_three_warpgroup_kernels_rescale_o_under_the_qk_product():
 
 # ------------------------------------------ head dim 256's P·V in two halves
 def _fmuls_between_pv_halves(sass: str) -> list[int]:
-    """For each switch between the two half-width P·V products (RS wgmmas
-    into two accumulator register ranges), the FMULs issued between the
-    first wgmma of one half and the first wgmma of the other."""
-    counts, dest, inside = [], None, 0
-    for line in sass.splitlines():
-        m = re.search(r"HGMMA\.64x128x16\S* (R\d+), R\d+, gdesc\[\w+\]\.tnspB", line)
-        if m:
-            if dest is not None and m.group(1) != dest:
-                counts.append(inside)
-            if m.group(1) != dest:
-                inside = 0
-            dest = m.group(1)
-        elif dest is not None and re.search(r"\bFMUL\b", line):
-            inside += 1
-    return counts
+    """For each P·V issued in two halves (RS wgmmas into two accumulator
+    register ranges, the first half the lower one), the FMULs issued between
+    the first half's first wgmma and the second half's first wgmma."""
+    pv = re.compile(r"HGMMA\.64x128x16\S* R(\d+), R\d+, gdesc\[\w+\]\.tnspB")
+    halves = sorted({int(m.group(1)) for m in pv.finditer(sass)})
+    if len(halves) != 2:
+        return []
+
+    def half(line, base):
+        m = pv.search(line)
+        return m is not None and int(m.group(1)) == base
+
+    return _counts_between(sass, lambda l: half(l, halves[0]), lambda l: half(l, halves[1]),
+                           lambda l: re.search(r"\bFMUL\b", l) is not None, restart=False)
 
 
 def test_d256_80_key_kernels_rescale_the_second_half_of_o_under_the_first():
