@@ -5,6 +5,10 @@ over the loop. Tells whether two variants differ in work or in the clock
 the 700 W cap leaves them (a variant that draws less power runs faster).
 
   python clock_probe.py VARIANT B,H,S,D[,causal] [SECONDS]
+
+VARIANT "sdpa-cudnn" or "sdpa-flash" runs that SDPA backend on the same
+inputs instead of flashcore: whether a competitor's lead is fewer cycles or
+more of them at a higher clock under the same cap.
 """
 import statistics
 import subprocess
@@ -15,6 +19,21 @@ import torch
 
 import flashcore
 
+SDPA_BACKENDS = {"sdpa-cudnn": "CUDNN_ATTENTION", "sdpa-flash": "FLASH_ATTENTION"}
+
+
+def attention_fn(name, causal):
+    """The call to loop: flashcore's, or an SDPA backend's for sdpa-* names."""
+    if name not in SDPA_BACKENDS:
+        return lambda q, k, v, out: flashcore.attention(q, k, v, causal=causal, out=out)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = getattr(SDPBackend, SDPA_BACKENDS[name])
+
+    def run(q, k, v, out):
+        with sdpa_kernel([backend]):
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return run
+
 
 def main():
     name, shape = sys.argv[1], sys.argv[2].split(",")
@@ -23,8 +42,9 @@ def main():
     causal = "causal" in shape[4:]
     q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     out = torch.empty_like(q)
+    fn = attention_fn(name, causal)
     for _ in range(20):
-        flashcore.attention(q, k, v, causal=causal, out=out)
+        fn(q, k, v, out)
     torch.cuda.synchronize()
     smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
                             "-lms", "50"], stdout=subprocess.PIPE, text=True)
@@ -33,7 +53,7 @@ def main():
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
         ev[0].record()
         for _ in range(10):
-            flashcore.attention(q, k, v, causal=causal, out=out)
+            fn(q, k, v, out)
         ev[1].record()
         ev[1].synchronize()
         times.append(ev[0].elapsed_time(ev[1]) * 100.0)  # us per call
