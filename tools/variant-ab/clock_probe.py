@@ -8,7 +8,9 @@ the 700 W cap leaves them (a variant that draws less power runs faster).
 
 VARIANT "sdpa-cudnn" or "sdpa-flash" runs that SDPA backend on the same
 inputs instead of flashcore: whether a competitor's lead is fewer cycles or
-more of them at a higher clock under the same cap.
+more of them at a higher clock under the same cap. Its calls go through the
+backend context and allocate their output each time: fine for calls of
+100 us and more, where the host keeps ahead of the GPU.
 """
 import statistics
 import subprocess
