@@ -8,7 +8,14 @@ rel err >= 1e-2, fp16 >= 2e-3, LSE >= 1e-3: the GPU tests' bounds).
   BLOCK_M=192 python check_shapes.py 128   # every call with that tile override
                                            # (a call the override cannot take is
                                            # reported as refused, not as a failure)
+  FINGERPRINT=1 python check_shapes.py 64  # one hash of out and LSE a shape, no
+                                           # reference: diff two builds' lines to
+                                           # show a change keeps the bits
+
+Head dims up to 128 also run variable-length (packed) batches, which take the
+serving kernels: build those too (`SERVING=1 tools/variant-ab/run ...`).
 """
+import hashlib
 import math
 import os
 import pathlib
@@ -42,36 +49,77 @@ def main():
         ("fp16", 3, 2, 2, 256, 640, False, (100, -1)),
         ("bf16", 2, 8, 8, 512, 512, True, None),
     ]
+    # Variable-length batches (serving kernels, head dims up to 128):
+    # (dtype, Hq, Hkv, query lengths, key lengths, causal, window)
+    varlen = [
+        ("bf16", 4, 2, (100, 257, 543), (100, 257, 543), True, None),
+        ("fp16", 2, 2, (33, 350, 700), (150, 350, 1000), True, None),
+        ("bf16", 2, 1, (129, 64, 300), (1000, 64, 301), False, (-1, 20)),
+    ] if d <= 128 else []
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    fingerprint = os.environ.get("FINGERPRINT") == "1"
     bad = 0
-    for dt, B, Hq, Hkv, Sq, Sk, causal, window in shapes:
-        q = torch.randn(B, Hq, Sq, d, device="cuda", dtype=dtypes[dt])
-        k = torch.randn(B, Hkv, Sk, d, device="cuda", dtype=dtypes[dt])
-        v = torch.randn(B, Hkv, Sk, d, device="cuda", dtype=dtypes[dt])
+    cases = [("plain", *sh) for sh in shapes] + [("varlen", *sh) for sh in varlen]
+    for kind, dt, *rest in cases:
+        if kind == "plain":
+            B, Hq, Hkv, Sq, Sk, causal, window = rest
+            q = torch.randn(B, Hq, Sq, d, device="cuda", dtype=dtypes[dt])
+            k = torch.randn(B, Hkv, Sk, d, device="cuda", dtype=dtypes[dt])
+            v = torch.randn(B, Hkv, Sk, d, device="cuda", dtype=dtypes[dt])
+        else:
+            Hq, Hkv, lens_q, lens_k, causal, window = rest
+            B, Sq, Sk = len(lens_q), max(lens_q), max(lens_k)
+            q = torch.randn(sum(lens_q), Hq, d, device="cuda", dtype=dtypes[dt])
+            k = torch.randn(sum(lens_k), Hkv, d, device="cuda", dtype=dtypes[dt])
+            v = torch.randn(sum(lens_k), Hkv, d, device="cuda", dtype=dtypes[dt])
         out = torch.full_like(q, float("nan"))
         kw = {"window": window} if window is not None else {}
         if os.environ.get("BLOCK_M"):
             kw["block_m"] = int(os.environ["BLOCK_M"])
+        what = f"{kind} {dt} B{B} H{Hq}/{Hkv} S{Sq}x{Sk} d{d} causal={causal} window={window}"
         try:
-            o, lse = flashcore.attention(q, k, v, causal=causal, out=out, return_lse=True, **kw)
+            if kind == "plain":
+                o, lse = flashcore.attention(q, k, v, causal=causal, out=out, return_lse=True, **kw)
+            else:
+                cu_q, cu_k = (torch.tensor([0, *np.cumsum(lens)], device="cuda", dtype=torch.int32)
+                              for lens in (lens_q, lens_k))
+                o, lse = flashcore.attention_varlen(q, k, v, cu_q, cu_k, Sq, Sk, causal=causal, out=out,
+                                                    return_lse=True, **kw)
         except (ValueError, TypeError, RuntimeError) as e:
             if "block_m" not in kw:
                 raise
-            print(f"refused {dt} B{B} H{Hq}/{Hkv} S{Sq}x{Sk} d{d} causal={causal} window={window}: {e}")
+            print(f"refused {what}: {e}")
             continue
         torch.cuda.synchronize()
-        ref, ref_lse = attention_ref(*(t.float().cpu().numpy() for t in (q, k, v)), causal=causal,
-                                     scale=1.0 / math.sqrt(d), window=window)
-        got = o.double().cpu().numpy()
+        if fingerprint:
+            h = hashlib.sha1(o.cpu().view(torch.int16).numpy().tobytes() + lse.cpu().numpy().tobytes())
+            print(f"{what}: {h.hexdigest()[:16]}", flush=True)
+            continue
+        if kind == "plain":
+            ref, ref_lse = attention_ref(*(t.float().cpu().numpy() for t in (q, k, v)), causal=causal,
+                                         scale=1.0 / math.sqrt(d), window=window)
+            got = o.double().cpu().numpy()
+        else:  # each sequence on its own, rows packed as the call packs them
+            refs, lses, got_rows = [], [], []
+            bq, bk = 0, 0
+            for lq, lk in zip(lens_q, lens_k):
+                r, rl = attention_ref(*(t[None].transpose(1, 2).float().cpu().numpy()
+                                        for t in (q[bq:bq + lq], k[bk:bk + lk], v[bk:bk + lk])),
+                                      causal=causal, scale=1.0 / math.sqrt(d), window=window)
+                refs.append(r[0].transpose(1, 0, 2))
+                lses.append(rl[0])
+                bq, bk = bq + lq, bk + lk
+            ref, ref_lse = np.concatenate(refs), np.concatenate(lses, axis=1)
+            got = o.double().cpu().numpy()
         err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
         finite = np.isfinite(ref_lse)
         got_lse = lse.double().cpu().numpy().reshape(ref_lse.shape)
         lse_err = float((np.abs(got_lse[finite] - ref_lse[finite]) / np.maximum(np.abs(ref_lse[finite]), 1.0)).max())
         ok = err < (1e-2 if dt == "bf16" else 2e-3) and lse_err < 1e-3 and bool(np.isfinite(got).all())
         bad += not ok
-        print(f"{'ok ' if ok else 'BAD'} {dt} B{B} H{Hq}/{Hkv} S{Sq}x{Sk} d{d} causal={causal} window={window}: "
-              f"rel err {err:.2e}, lse err {lse_err:.1e}", flush=True)
-    print(f"check_shapes: {len(shapes) - bad}/{len(shapes)} ok")
+        print(f"{'ok ' if ok else 'BAD'} {what}: rel err {err:.2e}, lse err {lse_err:.1e}", flush=True)
+    if not fingerprint:
+        print(f"check_shapes: {len(cases) - bad}/{len(cases)} ok")
     return 1 if bad else 0
 
 
