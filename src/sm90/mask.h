@@ -48,7 +48,8 @@ struct BlockMask {
   // left-bound comparisons only where the block reaches the left edge. A
   // causal diagonal block then costs one compare and one select a score
   // instead of two compares and a select (about 100 of the 230 instructions
-  // of a 128-key block's mask at head dim 64). Both branches mask the same
+  // of a 128-key block's mask at head dim 64), and in the direct form one
+  // select a score and one compare a pair (apply_right_pairs). Both branches mask the same
   // scores (needs_left false means no key of the block is below any row's
   // left bound); the branch is on indices, never on data. Same-run A/B on
   // an H100, output bits identical: causal 512-1k 0.8-2.6% faster
@@ -61,6 +62,59 @@ struct BlockMask {
       apply<kCompact, true>(s_rc, coord_rc, m_block, n_block);
     } else {
       apply<kCompact, false>(s_rc, coord_rc, m_block, n_block);
+    }
+  }
+
+  // fp16 bits of a small non-negative integer (exact below 2048), for
+  // apply_right_pairs's immediates.
+  static constexpr uint32_t half_bits(int v) {
+    if (v == 0) return 0;
+    int e = 0;
+    while ((v >> (e + 1)) != 0) ++e;  // v in [2^e, 2^(e+1))
+    return uint32_t((e + 15) << 10) | uint32_t(((v << 10) >> e) & 0x3ff);
+  }
+
+  // The right bound alone (causal diagonals, key tails, right window edges)
+  // in the direct form's kernels, two scores a compare. A thread's column c
+  // of the m64nN accumulator's (row, col) view is key key0 + (c % 2) +
+  // 8 (c / 2) (test_mask.cpp's thread_coords); a score is masked when that
+  // offset exceeds t = hi - key0. With t clamped to [-1, kBlockN] (offsets
+  // lie in [0, kBlockN), so the same scores pass) both sides are exact in
+  // fp16, and one setp.gt.f16x2 gives the predicates of a column pair: the
+  // masked path of a 128-key block goes from 164 to 108 instructions (head
+  // dim 64). Same-run A/B on an H100, output bits identical
+  // (bench/results/2026-11-25h-h100/ab3-mask-h2-table.txt, bits-*.txt):
+  // head dim 64 causal 1.5% faster at 512-1k tokens, level elsewhere. The
+  // host build (test_mask.cpp) compares the same integers directly.
+  template <class TS, class TC>
+  CUTE_DEVICE void apply_right_pairs(TS& s_rc, TC const& coord_rc, int m_block, int key0) const {
+    static_assert(decltype(size<1>(s_rc))::value == kBlockN / 4, "one m64nN atom across the key block");
+    CUTLASS_PRAGMA_UNROLL
+    for (int r = 0; r < size<0>(s_rc); ++r) {
+      int const row = m_block * kBlockM + get<0>(coord_rc(r, 0));
+      int const hi = min(row + diag() + window_right, seqlen_k - 1);  // as in apply's direct form
+      int const t = max(min(hi - key0, kBlockN), -1);
+#if defined(__CUDA_ARCH__)
+      uint32_t t2;
+      asm("{ .reg .f16 h; cvt.rn.f16.s32 h, %1; mov.b32 %0, {h, h}; }" : "=r"(t2) : "r"(t));
+#endif
+      CUTLASS_PRAGMA_UNROLL
+      for (int c = 0; c < size<1>(s_rc); c += 2) {
+        float& even = s_rc(r, c);     // key offset 8 (c / 2)
+        float& odd = s_rc(r, c + 1);  // key offset 8 (c / 2) + 1
+#if defined(__CUDA_ARCH__)
+        uint32_t const offs = half_bits(8 * (c / 2)) | (half_bits(8 * (c / 2) + 1) << 16);
+        asm("{ .reg .pred p, q;\n"
+            "  setp.gt.f16x2 p|q, %2, %3;\n"
+            "  selp.f32 %0, 0fFF800000, %0, p;\n"
+            "  selp.f32 %1, 0fFF800000, %1, q; }"
+            : "+f"(even), "+f"(odd)
+            : "r"(offs), "r"(t2));
+#else
+        even = 8 * (c / 2) > t ? -INFINITY : even;
+        odd = 8 * (c / 2) + 1 > t ? -INFINITY : odd;
+#endif
+      }
     }
   }
 
@@ -86,6 +140,10 @@ struct BlockMask {
   CUTE_DEVICE void apply(TS& s_rc, TC const& coord_rc, int m_block, int n_block) const {
     int const col0 = get<1>(coord_rc(0, 0));  // this thread's first column
     int const key0 = n_block * kBlockN + col0;
+    if constexpr (!kLeft && !kCompact) {
+      apply_right_pairs(s_rc, coord_rc, m_block, key0);
+      return;
+    }
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < size<0>(s_rc); ++r) {
       int const row = m_block * kBlockM + get<0>(coord_rc(r, 0));

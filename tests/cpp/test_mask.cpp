@@ -6,7 +6,9 @@
 // WGMMA accumulator, at the edges of int32 (lengths up to 2^30 - 1, the
 // unbounded window 2^30). The compact form is exact on a tile's padding
 // rows (past seqlen_q) too; the direct form only on rows < seqlen_q, the
-// rows that are stored (mask.h says why).
+// rows that are stored (mask.h says why). The direct form's right-bound-only
+// path (apply_right_pairs: fp16 pair compares on the GPU, the same integers
+// compared here) goes through the same sweeps.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -151,6 +153,22 @@ TEST(Sm90Mask, TheCheckCatchesAnOffByOne) {
   }
   EXPECT_GT(found, 0);
   EXPECT_GT(reported.size(), 0);
+}
+
+// The right-bound-only path compares fp16 immediates from half_bits() with
+// the clamped bound (the host build compares the integers themselves): the
+// bits must be the fp16 of each integer it can take, 0 .. 2047.
+TEST(Sm90Mask, HalfBitsAreTheFp16OfSmallIntegers) {
+  using Mask = flashcore::sm90::BlockMask<128, 128>;
+  for (int v = 0; v < 2048; ++v) {
+    uint32_t const b = Mask::half_bits(v);
+    int const exp = int(b >> 10) & 31, mant = int(b & 0x3ff);
+    double const value = exp == 0 ? std::ldexp(mant, -24) : std::ldexp(1024 + mant, exp - 25);
+    ASSERT_EQ(b >> 15, 0u) << v;
+    ASSERT_EQ(value, double(v)) << v << " -> 0x" << std::hex << b;
+  }
+  EXPECT_EQ(Mask::half_bits(1), 0x3C00u);  // 1.0
+  EXPECT_EQ(Mask::half_bits(9), 0x4880u);  // 9.0
 }
 
 // apply_block() leaves out the left bound where needs_left() says no key of
