@@ -89,6 +89,7 @@ struct BlockMask {
   template <class TS, class TC>
   CUTE_DEVICE void apply_right_pairs(TS& s_rc, TC const& coord_rc, int m_block, int key0) const {
     static_assert(decltype(size<1>(s_rc))::value == kBlockN / 4, "one m64nN atom across the key block");
+    static_assert(kBlockN < 2048, "key offsets and the clamped bound must be exact in fp16 (half_bits)");
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < size<0>(s_rc); ++r) {
       int const row = m_block * kBlockM + get<0>(coord_rc(r, 0));
@@ -135,39 +136,40 @@ struct BlockMask {
   // they ran 1-4% slower on an H100 (bench/results/2026-11-23-h100/
   // mask-and-tiles.txt, same-run A/B), from scheduling alone.
   // kLeft = false leaves out the left bound: right only where needs_left()
-  // is false for the block.
+  // is false for the block (the direct form then compares in pairs,
+  // apply_right_pairs).
   template <bool kCompact, bool kLeft = true, class TS, class TC>
   CUTE_DEVICE void apply(TS& s_rc, TC const& coord_rc, int m_block, int n_block) const {
     int const col0 = get<1>(coord_rc(0, 0));  // this thread's first column
     int const key0 = n_block * kBlockN + col0;
     if constexpr (!kLeft && !kCompact) {
       apply_right_pairs(s_rc, coord_rc, m_block, key0);
-      return;
-    }
-    CUTLASS_PRAGMA_UNROLL
-    for (int r = 0; r < size<0>(s_rc); ++r) {
-      int const row = m_block * kBlockM + get<0>(coord_rc(r, 0));
-      int lo = row + diag() - window_left;
-      int hi;
-      if constexpr (kCompact) {
-        // min(row + diag + right, seqlen_k - 1) with no sum leaving int32.
-        hi = min(row + diag(), seqlen_k - 1 - window_right) + window_right;
-        lo = max(lo, 0) - key0;
-        hi = max(hi, -1) - key0;
-      } else {
-        // Exact for every row < seqlen_q. For a tile's padding rows (past
-        // seqlen_q, never stored) with an unbounded right window and
-        // seqlen_k >= 2^30 - 191, row + diag + right overflows int32. No
-        // stored value depends on it; the compact form's expression made
-        // these kernels 1-3% slower in a same-run A/B (docs/kernels.md,
-        // "Tried and dropped"), so this one stays.
-        hi = min(row + diag() + window_right, seqlen_k - 1);
-      }
+    } else {
       CUTLASS_PRAGMA_UNROLL
-      for (int c = 0; c < size<1>(s_rc); ++c) {
-        int const key = kCompact ? get<1>(coord_rc(r, c)) - col0 : n_block * kBlockN + get<1>(coord_rc(r, c));
-        bool const out = kLeft ? (key < lo || key > hi) : key > hi;
-        s_rc(r, c) = out ? -INFINITY : s_rc(r, c);
+      for (int r = 0; r < size<0>(s_rc); ++r) {
+        int const row = m_block * kBlockM + get<0>(coord_rc(r, 0));
+        int lo = row + diag() - window_left;
+        int hi;
+        if constexpr (kCompact) {
+          // min(row + diag + right, seqlen_k - 1) with no sum leaving int32.
+          hi = min(row + diag(), seqlen_k - 1 - window_right) + window_right;
+          lo = max(lo, 0) - key0;
+          hi = max(hi, -1) - key0;
+        } else {
+          // Exact for every row < seqlen_q. For a tile's padding rows (past
+          // seqlen_q, never stored) with an unbounded right window and
+          // seqlen_k >= 2^30 - 191, row + diag + right overflows int32. No
+          // stored value depends on it; the compact form's expression made
+          // these kernels 1-3% slower in a same-run A/B (docs/kernels.md,
+          // "Tried and dropped"), so this one stays.
+          hi = min(row + diag() + window_right, seqlen_k - 1);
+        }
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = 0; c < size<1>(s_rc); ++c) {
+          int const key = kCompact ? get<1>(coord_rc(r, c)) - col0 : n_block * kBlockN + get<1>(coord_rc(r, c));
+          bool const out = kLeft ? (key < lo || key > hi) : key > hi;
+          s_rc(r, c) = out ? -INFINITY : s_rc(r, c);
+        }
       }
     }
   }

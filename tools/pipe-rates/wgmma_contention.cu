@@ -5,8 +5,9 @@
 //
 // One CTA per SM of three warpgroups. Warpgroup 0 issues batches of WGMMAs
 // shaped as the head-dim-128 kernel's products (m64n128k16, 8 k-steps a
-// batch: a 64x128x128 product, 2.1 MFLOP) on one accumulator, one batch in
-// flight behind the one it issues, and times them with clock64. By mode,
+// batch: a 64x128x128 product, 2.1 MFLOP; the "n64"/"n256" modes other
+// widths) on one accumulator, one batch in flight behind the one it issues,
+// and times them with clock64. By mode,
 // the other warpgroups idle, warpgroup 1 issues the same WGMMAs (the tensor
 // cores then shared), or one or two warpgroups run an arithmetic mix until
 // warpgroup 0 is done (one: as the ping-pong kernels' other consumer
@@ -64,8 +65,6 @@ constexpr int kMufuOnly = 4;  // MUFU.EX2 only
 constexpr int kOwnMix = 5;    // others idle; warpgroup 0 runs a pass of the mix under each of its batches
 constexpr int kOwnNone = 6;   // the same loop (a wait after each batch) without the mix
 
-// Returns the SM cycles one pass of the loop took (8 x 8 of each of its
-// instructions a thread), averaged over the passes until warpgroup 0 was done.
 // One pass of the arithmetic loop: 8 x 8 of each of its instructions a thread,
 // on 8 independent chains.
 template <int kKind>
@@ -116,6 +115,9 @@ __device__ float arithmetic_until(volatile int const* done) {
 }
 
 // Warpgroup 0 without products: as long as `batches` full-rate batches take.
+// Its warps poll clock64 meanwhile, one on each scheduler, and take issue
+// slots from the arithmetic beside them: the "no products" rates are, if
+// anything, slow, and the slowdowns the products cause understated.
 __device__ long long spin_batches(int batches) {
   long long const t0 = clock64();
   long long const until = t0 + 512LL * batches;
@@ -253,7 +255,8 @@ int main(int argc, char** argv) {
       {"RS, own mix pass under each batch", contention_kernel<2, kOwnMix, 0>, 128},
       {"RS, others idle", contention_kernel<2, kIdle, 0>, 128},
       {"RS, warpgroup 1 RS too", contention_kernel<2, kMma, 1>, 128},
-  };  long long* cycles = nullptr;
+  };
+  long long* cycles = nullptr;
   float* pass_cycles = nullptr;
   CHECK_CUDA(cudaMalloc(&cycles, sizeof(long long) * sms));
   CHECK_CUDA(cudaMalloc(&pass_cycles, sizeof(float) * sms));

@@ -86,6 +86,9 @@ def main():
                 o, lse = flashcore.attention_varlen(q, k, v, cu_q, cu_k, Sq, Sk, causal=causal, out=out,
                                                     return_lse=True, **kw)
         except (ValueError, TypeError, RuntimeError) as e:
+            if kind == "varlen" and "no sm90 kernel compiled" in str(e):
+                print(f"skipped {what}: this build has no serving kernels (SERVING=1 tools/variant-ab/run)")
+                continue
             if "block_m" not in kw:
                 raise
             print(f"refused {what}: {e}")
@@ -98,9 +101,8 @@ def main():
         if kind == "plain":
             ref, ref_lse = attention_ref(*(t.float().cpu().numpy() for t in (q, k, v)), causal=causal,
                                          scale=1.0 / math.sqrt(d), window=window)
-            got = o.double().cpu().numpy()
         else:  # each sequence on its own, rows packed as the call packs them
-            refs, lses, got_rows = [], [], []
+            refs, lses = [], []
             bq, bk = 0, 0
             for lq, lk in zip(lens_q, lens_k):
                 r, rl = attention_ref(*(t[None].transpose(1, 2).float().cpu().numpy()
@@ -110,7 +112,7 @@ def main():
                 lses.append(rl[0])
                 bq, bk = bq + lq, bk + lk
             ref, ref_lse = np.concatenate(refs), np.concatenate(lses, axis=1)
-            got = o.double().cpu().numpy()
+        got = o.double().cpu().numpy()
         err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
         finite = np.isfinite(ref_lse)
         got_lse = lse.double().cpu().numpy().reshape(ref_lse.shape)
