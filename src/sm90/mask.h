@@ -15,6 +15,14 @@ struct BlockMask {
 
   CUTE_DEVICE int diag() const { return seqlen_k - seqlen_q; }
 
+  // The last key row `row` may see: the direct form's bound. Exact for
+  // every row < seqlen_q. For a tile's padding rows (past seqlen_q, never
+  // stored) with an unbounded right window and seqlen_k >= 2^30 - 191,
+  // row + diag + right overflows int32. No stored value depends on it; the
+  // compact form's expression (apply) made these kernels 1-3% slower in a
+  // same-run A/B (docs/kernels.md, "Tried and dropped"), so this one stays.
+  CUTE_DEVICE int last_key(int row) const { return min(row + diag() + window_right, seqlen_k - 1); }
+
   // Key blocks [n_min, n_max) that hold at least one allowed key for some
   // row of query block m_block. Empty (n_max <= n_min) when every row is
   // fully masked.
@@ -49,11 +57,12 @@ struct BlockMask {
   // causal diagonal block then costs one compare and one select a score
   // instead of two compares and a select (about 100 of the 230 instructions
   // of a 128-key block's mask at head dim 64), and in the direct form one
-  // select a score and one compare a pair (apply_right_pairs). Both branches mask the same
-  // scores (needs_left false means no key of the block is below any row's
-  // left bound); the branch is on indices, never on data. Same-run A/B on
-  // an H100, output bits identical: causal 512-1k 0.8-2.6% faster
-  // (bench/results/2026-11-25-h100/ab3-mask-right-only-table.txt).
+  // select a score and one compare a pair (apply_right_pairs). Both
+  // branches mask the same scores (needs_left false means no key of the
+  // block is below any row's left bound); the branch is on indices, never
+  // on data. Same-run A/B on an H100, output bits identical: causal 512-1k
+  // 0.8-2.6% faster (bench/results/2026-11-25-h100/
+  // ab3-mask-right-only-table.txt).
   template <bool kCompact, class TS, class TC>
   CUTE_DEVICE void apply_block(TS& s_rc, TC const& coord_rc, int m_block, int n_block) const {
     // The compact form (160-register consumers) keeps one path: with two,
@@ -78,9 +87,9 @@ struct BlockMask {
   // in the direct form's kernels, two scores a compare. A thread's column c
   // of the m64nN accumulator's (row, col) view is key key0 + (c % 2) +
   // 8 (c / 2) (test_mask.cpp's thread_coords); a score is masked when that
-  // offset exceeds t = hi - key0. With t clamped to [-1, kBlockN] (offsets
-  // lie in [0, kBlockN), so the same scores pass) both sides are exact in
-  // fp16, and one setp.gt.f16x2 gives the predicates of a column pair: the
+  // offset exceeds t = last_key(row) - key0. With t clamped to [-1,
+  // kBlockN] (offsets lie in [0, kBlockN), so the same scores pass) both
+  // sides are exact in fp16, and one setp.gt.f16x2 gives the predicates of a column pair: the
   // masked path of a 128-key block goes from 164 to 108 instructions (head
   // dim 64). Same-run A/B on an H100, output bits identical
   // (bench/results/2026-11-25h-h100/ab3-mask-h2-table.txt, bits-*.txt):
@@ -93,8 +102,7 @@ struct BlockMask {
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < size<0>(s_rc); ++r) {
       int const row = m_block * kBlockM + get<0>(coord_rc(r, 0));
-      int const hi = min(row + diag() + window_right, seqlen_k - 1);  // as in apply's direct form
-      int const t = max(min(hi - key0, kBlockN), -1);
+      int const t = max(min(last_key(row) - key0, kBlockN), -1);
 #if defined(__CUDA_ARCH__)
       uint32_t t2;
       asm("{ .reg .f16 h; cvt.rn.f16.s32 h, %1; mov.b32 %0, {h, h}; }" : "=r"(t2) : "r"(t));
@@ -156,13 +164,7 @@ struct BlockMask {
           lo = max(lo, 0) - key0;
           hi = max(hi, -1) - key0;
         } else {
-          // Exact for every row < seqlen_q. For a tile's padding rows (past
-          // seqlen_q, never stored) with an unbounded right window and
-          // seqlen_k >= 2^30 - 191, row + diag + right overflows int32. No
-          // stored value depends on it; the compact form's expression made
-          // these kernels 1-3% slower in a same-run A/B (docs/kernels.md,
-          // "Tried and dropped"), so this one stays.
-          hi = min(row + diag() + window_right, seqlen_k - 1);
+          hi = last_key(row);
         }
         CUTLASS_PRAGMA_UNROLL
         for (int c = 0; c < size<1>(s_rc); ++c) {

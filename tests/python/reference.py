@@ -46,3 +46,21 @@ def attention_ref(q, k, v, *, causal=False, scale=None, window=None):
     p = np.divide(p, denom, out=np.zeros_like(p), where=denom > 0)
     out = np.einsum("bhqk,bhkd->bhqd", p, v)
     return out, lse[..., 0]
+
+
+def attention_varlen_ref(q, k, v, cu_seqlens_q, cu_seqlens_k, **kwargs):
+    """Packed sequences, each on its own: q (total_q, Hq, D), k/v (total_k,
+    Hkv, D), prefix sums of the lengths. Returns (out float64 (total_q, Hq,
+    D), lse float64 (Hq, total_q)), the layouts attention_varlen returns;
+    kwargs as for attention_ref."""
+    q, k, v = (np.asarray(x) for x in (q, k, v))
+    out = np.zeros(q.shape, dtype=np.float64)
+    lse = np.full((q.shape[1], q.shape[0]), -np.inf)
+    for b in range(len(cu_seqlens_q) - 1):
+        qs = slice(int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1]))
+        ks = slice(int(cu_seqlens_k[b]), int(cu_seqlens_k[b + 1]))
+        o, l = attention_ref(*(x.transpose(1, 0, 2)[None] for x in (q[qs], k[ks], v[ks])), **kwargs)
+        out[qs] = o[0].transpose(1, 0, 2)
+        lse[:, qs] = l[0]
+    return out, lse
+

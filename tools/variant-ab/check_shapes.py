@@ -28,7 +28,7 @@ import flashcore
 
 # The tests' float64 NumPy reference (full softmax, no tiling).
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "python"))
-from reference import attention_ref  # noqa: E402
+from reference import attention_ref, attention_varlen_ref  # noqa: E402
 
 
 def main():
@@ -101,17 +101,9 @@ def main():
         if kind == "plain":
             ref, ref_lse = attention_ref(*(t.float().cpu().numpy() for t in (q, k, v)), causal=causal,
                                          scale=1.0 / math.sqrt(d), window=window)
-        else:  # each sequence on its own, rows packed as the call packs them
-            refs, lses = [], []
-            bq, bk = 0, 0
-            for lq, lk in zip(lens_q, lens_k):
-                r, rl = attention_ref(*(t[None].transpose(1, 2).float().cpu().numpy()
-                                        for t in (q[bq:bq + lq], k[bk:bk + lk], v[bk:bk + lk])),
-                                      causal=causal, scale=1.0 / math.sqrt(d), window=window)
-                refs.append(r[0].transpose(1, 0, 2))
-                lses.append(rl[0])
-                bq, bk = bq + lq, bk + lk
-            ref, ref_lse = np.concatenate(refs), np.concatenate(lses, axis=1)
+        else:
+            ref, ref_lse = attention_varlen_ref(*(t.float().cpu().numpy() for t in (q, k, v)), cu_q.cpu(),
+                                                cu_k.cpu(), causal=causal, scale=1.0 / math.sqrt(d), window=window)
         got = o.double().cpu().numpy()
         err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
         finite = np.isfinite(ref_lse)
