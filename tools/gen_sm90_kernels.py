@@ -14,13 +14,13 @@ import sys
 # (block_n) fixes each row's reduction order (docs/numerics.md): one per head
 # dim, except head dim 256, whose 64-key blocks serve short sequences and its
 # 80-key blocks long ones, picked by the keys of a sequence and the mask,
-# never by the batch (tuning_table.h). Head dim 128 has two 128-row variants
-# that differ only in their shared-memory plan (kernel_traits.h): 2 K/V stages with a double-
-# buffered Q and an O buffer of its own (short sequences, causal), or 3
-# stages with O staged through Q (long non-causal sequences); dispatch picks
-# by shape (tuning_table.h). Head dim 64 also has 192-row tiles (three
-# consumer warpgroups at 160 registers each), for the long and large calls
-# where they beat 128-row tiles.
+# never by the batch (tuning_table.h). Each tile has one stage count:
+# dispatch picks tiles, never stage counts. (Head dim 128's 3-stage 128-row
+# variant, O staged through Q, was dropped on 2026-11-25: the 2-stage kernel
+# with its double-buffered Q was level or 1-3% faster on its shapes,
+# bench/results/2026-11-25i-h100/ab1-no-s3-table.txt.) Head dim 64 also has
+# 192-row tiles (three consumer warpgroups at 160 registers each), for the
+# long and large calls where they beat 128-row tiles.
 PLAIN_TILES = (
     (64, 64, 128, 4),
     (64, 128, 128, 5),
@@ -28,7 +28,6 @@ PLAIN_TILES = (
     (96, 128, 128, 3),
     (128, 64, 128, 2),
     (128, 128, 128, 2),
-    (128, 128, 128, 3),
     (256, 128, 64, 2),
     (256, 128, 80, 2),
 )
@@ -55,6 +54,8 @@ KERNELS = [
     for dt in ("fp16", "bf16")
     for (d, bm, bn, st) in tiles
 ]
+for _tiles in (PLAIN_TILES, CLUSTER_TILES, SERVING_TILES):
+    assert len({t[:3] for t in _tiles}) == len(_tiles), "one stage count a tile: dispatch does not pick stages"
 
 # The WGMMA widths CuTe's atom selectors offer by default. A kernel whose key
 # block (the Q·Kᵀ atom's N) or head dim (the P·V atom's N) is another width,

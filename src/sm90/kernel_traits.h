@@ -150,11 +150,12 @@ struct KernelTraits {
   //    after the tile's last Q·Kᵀ (mainloop_mma.h kEarlyQFree). Same-run A/B
   //    on an H100 (bench/results/2026-11-25c-h100/ab3-d256-half-o-table.txt):
   //    3-6% faster than O through Q on that kernel's cells.
-  //  - Otherwise (head dim 256 with 80 keys, head dim 128 with 3 stages) O
-  //    goes through Q's buffer: after the tile's last Q·Kᵀ the whole tile is
-  //    written there and stored at once; the next Q then waits for the store.
-  //    (Staging it in the tile's last V stage instead, with Q released after
-  //    the last Q·Kᵀ, made no difference at head dim 128: docs/kernels.md.)
+  //  - Otherwise (head dim 256 with 80 keys) O goes through Q's buffer:
+  //    after the tile's last Q·Kᵀ the whole tile is written there and stored
+  //    at once; the next Q then waits for the store. (Staging it in the
+  //    tile's last V stage instead, with Q released after the last Q·Kᵀ,
+  //    made no difference in head dim 128's former 3-stage kernel:
+  //    docs/kernels.md.)
   static constexpr int kBytesKVRing = int(2 * kStages * kBytesKV);
   static constexpr int kSmemBudget = 227 * 1024 - 2048;  // minus barriers and alignment
   static constexpr bool kSeparateO = int(2 * kBytesQ) + kBytesKVRing <= kSmemBudget;

@@ -154,10 +154,9 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
     }
     plan.workspace = args.workspace;
   }
-  tile.stages = tuned_stages(int(p.head_dim), tile.block_m, p.has_mask(), p.seqlen_k, serving);
   tile.cluster_m = serving ? 1 : tuned_cluster(p, tile.block_m, tile.block_n);
   const KernelEntry* k =
-      find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, tile.stages, tile.cluster_m);
+      find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, /*stages=*/0, tile.cluster_m);
   if (k == nullptr) {
     return Status(StatusCode::kNotSupported,
                   "no sm90 kernel compiled for " + std::string(dtype_name(p.dtype)) + " head_dim " +

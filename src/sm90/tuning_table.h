@@ -25,23 +25,12 @@
 
 namespace flashcore::sm90 {
 
+// Every tile is compiled with one K/V stage count (tools/gen_sm90_kernels.py),
+// so dispatch picks tiles, not stage counts.
 struct TileChoice {
   int block_m, block_n;
-  int stages;         // 0: the tile's first compiled variant (kernel_registry.h)
   int cluster_m = 1;  // 2: K/V multicast over pairs of CTAs (kernel_traits.h kClusterM)
 };
-
-// Shared-memory plan of head dim 128's 128-row tiles (kernel_traits.h): the
-// 3-stage variant keeps one more K/V block in flight but stages O through Q's
-// buffer, so a tile's Q load waits for the previous tile's O store. On the
-// H100 (bench/results/2026-11-22b-h100/ab-stages.txt, same-process A/B
-// against cuDNN) it is 1.5-5% faster without a mask from 2k keys up and
-// 2-15% slower for shorter or causal sequences, which have few key blocks per
-// tile. The stage count changes no arithmetic: any choice is bit-identical.
-inline int tuned_stages(int head_dim, int block_m, bool masked, int64_t seqlen_k, bool serving) {
-  bool const long_unmasked = !masked && seqlen_k >= 2048;
-  return !serving && head_dim == 128 && block_m == 128 && long_unmasked ? 3 : 0;
-}
 
 // A plain call whose mask makes tile costs differ between query blocks (a
 // right window, such as causal): its tiles are dealt in cost-balanced pairs
@@ -121,15 +110,15 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
   int64_t const tiles128 = ceil_div(w.seqlen_q, 128) * w.sequences;
   bool const small = tiles128 * 2 <= num_sms;
   bool const one_triangular_wave = w.triangular && tiles128 <= num_sms;
-  if (has_m64 && (w.gqa_packed_decode || small || one_triangular_wave)) return {64, block_n, 0};
+  if (has_m64 && (w.gqa_packed_decode || small || one_triangular_wave)) return {64, block_n};
   if (head_dim == 64 && !w.serving) {  // (packed decode returned above)
     int64_t const tiles192 = ceil_div(w.seqlen_q, 192) * w.sequences;
     bool const fewer_row_waves =
         ceil_div(tiles192, num_sms) * 192 * 100 < ceil_div(tiles128, num_sms) * 128 * 114;
     bool const long_triangular = w.triangular && w.seqlen_q >= 2048 && tiles192 >= 8 * int64_t(num_sms);
-    if ((w.unmasked && fewer_row_waves) || long_triangular) return {192, block_n, 0};
+    if ((w.unmasked && fewer_row_waves) || long_triangular) return {192, block_n};
   }
-  return {128, block_n, 0};
+  return {128, block_n};
 }
 
 // Whether a K/V-multicast kernel (kernel_traits.h kClusterM) can take the

@@ -222,14 +222,5 @@ TEST(TuningTable, TilesArePairedOnceSomeCtaGetsTwo) {
   EXPECT_TRUE(pair_tiles(100000, kSms));
 }
 
-TEST(TuningTable, ThreeStagesOnlyForLongUnmaskedHeadDim128) {
-  EXPECT_EQ(tuned_stages(128, 128, false, 2048, false), 3);
-  EXPECT_EQ(tuned_stages(128, 128, false, 2047, false), 0);
-  EXPECT_EQ(tuned_stages(128, 128, true, 16384, false), 0);
-  EXPECT_EQ(tuned_stages(128, 64, false, 16384, false), 0);
-  EXPECT_EQ(tuned_stages(128, 128, false, 16384, true), 0);
-  EXPECT_EQ(tuned_stages(64, 128, false, 16384, false), 0);
-}
-
 }  // namespace
 }  // namespace fctest
