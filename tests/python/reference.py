@@ -63,4 +63,3 @@ def attention_varlen_ref(q, k, v, cu_seqlens_q, cu_seqlens_k, **kwargs):
         out[qs] = o[0].transpose(1, 0, 2)
         lse[:, qs] = l[0]
     return out, lse
-

@@ -63,15 +63,12 @@ def main():
     for kind, dt, *rest in cases:
         if kind == "plain":
             B, Hq, Hkv, Sq, Sk, causal, window = rest
-            q = torch.randn(B, Hq, Sq, d, device="cuda", dtype=dtypes[dt])
-            k = torch.randn(B, Hkv, Sk, d, device="cuda", dtype=dtypes[dt])
-            v = torch.randn(B, Hkv, Sk, d, device="cuda", dtype=dtypes[dt])
+            q_shape, kv_shape = (B, Hq, Sq, d), (B, Hkv, Sk, d)
         else:
             Hq, Hkv, lens_q, lens_k, causal, window = rest
             B, Sq, Sk = len(lens_q), max(lens_q), max(lens_k)
-            q = torch.randn(sum(lens_q), Hq, d, device="cuda", dtype=dtypes[dt])
-            k = torch.randn(sum(lens_k), Hkv, d, device="cuda", dtype=dtypes[dt])
-            v = torch.randn(sum(lens_k), Hkv, d, device="cuda", dtype=dtypes[dt])
+            q_shape, kv_shape = (sum(lens_q), Hq, d), (sum(lens_k), Hkv, d)
+        q, k, v = (torch.randn(s, device="cuda", dtype=dtypes[dt]) for s in (q_shape, kv_shape, kv_shape))
         out = torch.full_like(q, float("nan"))
         kw = {"window": window} if window is not None else {}
         if os.environ.get("BLOCK_M"):
