@@ -53,6 +53,13 @@ def test_parses_destinations_of_multi_output_instructions():
     assert lds.dests == ["R8", "R9", "R10", "R11"] and lds.srcs == ["R2"]
     bra = audit.parse_insn(0, "@P0 BRA P1, 0x53b0")
     assert bra.targets == [0x53B0] and set(bra.srcs) == {"P0", "P1"}
+    # CS2R reads a 64-bit special register into a pair (SRZ: zeroes both);
+    # .32 into one. Counting only the first left the second's old taint in
+    # place: a false positive on a branch that compared it (2026-11-25j).
+    cs2r = audit.parse_insn(0, "CS2R R18, SRZ")
+    assert cs2r.dests == ["R18", "R19"]
+    clock = audit.parse_insn(0, "CS2R.32 R4, SR_CLOCKLO")
+    assert clock.dests == ["R4"]
 
 
 def test_taint_flows_through_registers_and_is_cleared_by_overwrites():
@@ -69,6 +76,18 @@ def test_taint_flows_through_registers_and_is_cleared_by_overwrites():
     rep = audit.analyze("k", insns)
     assert rep.branches == 3
     assert len(rep.violations) == 1 and "@P1 BRA" in rep.violations[0]
+
+
+def test_a_zeroed_register_pair_is_clean():
+    insns = [audit.parse_insn(a * 16, t) for a, t in enumerate([
+        "LDG.E.64 R18, desc[UR4][R6.64]",     # data in R18 and R19
+        "CS2R R18, SRZ",                      # both zeroed
+        "ISETP.GE.AND P0, PT, R19, 0x1, PT",  # compares the zero
+        "@P0 BRA 0x50",                       # fine
+        "EXIT",
+    ])]
+    rep = audit.analyze("k", insns)
+    assert rep.branches == 2 and not rep.violations  # the BRA and the EXIT
 
 
 def test_predicated_writes_are_tracked_precisely_but_soundly():
