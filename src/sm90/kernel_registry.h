@@ -24,9 +24,10 @@ struct KernelEntry {
 // Every compiled kernel (for the autotuner and diagnostics).
 const KernelEntry* kernel_table(int* count);
 
-// The kernel compiled for exactly this configuration, or nullptr. stages 0:
-// the first compiled stage count of the tile (the list's order).
-const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int stages = 0,
+// The kernel compiled for exactly this configuration, or nullptr. Each tile
+// has one stage count (tools/gen_sm90_kernels.py asserts it), so the tile
+// names the kernel.
+const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving,
                                int cluster_m = 1);
 
 // Launches kernel `e` for a plain (unsplit) call on a validated problem,

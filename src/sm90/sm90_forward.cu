@@ -25,11 +25,10 @@ const KernelEntry* kernel_table(int* count) {
   return kKernelTable;
 }
 
-const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int stages,
-                               int cluster_m) {
+const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int cluster_m) {
   for (const KernelEntry& e : kKernelTable) {
     if (e.dtype == dtype && e.head_dim == head_dim && e.block_m == block_m && e.block_n == block_n &&
-        e.serving == serving && (stages == 0 || e.stages == stages) && e.cluster_m == cluster_m) {
+        e.serving == serving && e.cluster_m == cluster_m) {
       return &e;
     }
   }
@@ -47,10 +46,8 @@ std::string available_tiles(DType dtype, int head_dim, bool serving) {
   std::string s;
   for (const KernelEntry& e : kKernelTable) {
     if (e.dtype != dtype || e.head_dim != head_dim || e.serving != serving || e.cluster_m != 1) continue;
-    std::string const tile = "block_m=" + std::to_string(e.block_m) + " block_n=" + std::to_string(e.block_n);
-    if (s.find(tile) != std::string::npos) continue;  // the same tile with another stage count
     if (!s.empty()) s += ", ";
-    s += tile;
+    s += "block_m=" + std::to_string(e.block_m) + " block_n=" + std::to_string(e.block_n);
   }
   return s.empty() ? "none" : s;
 }
@@ -156,7 +153,7 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
   }
   tile.cluster_m = serving ? 1 : tuned_cluster(p, tile.block_m, tile.block_n);
   const KernelEntry* k =
-      find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, /*stages=*/0, tile.cluster_m);
+      find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, tile.cluster_m);
   if (k == nullptr) {
     return Status(StatusCode::kNotSupported,
                   "no sm90 kernel compiled for " + std::string(dtype_name(p.dtype)) + " head_dim " +

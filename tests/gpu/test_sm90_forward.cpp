@@ -164,7 +164,7 @@ TEST(Sm90Forward, ClusterKernelsMatchOneCtaKernels) {
     const auto& e = table[i];
     if (e.cluster_m == 1) continue;
     const flashcore::sm90::KernelEntry* one =
-        flashcore::sm90::find_kernel(e.dtype, e.head_dim, e.block_m, e.block_n, e.serving, e.stages, 1);
+        flashcore::sm90::find_kernel(e.dtype, e.head_dim, e.block_m, e.block_n, e.serving, 1);
     ASSERT_NE(one, nullptr) << e.name << ": no one-CTA twin";
     ++tested;
     bool const straddle = flashcore::sm90::cluster_pairs_may_straddle(e.head_dim);
