@@ -107,14 +107,18 @@ struct AttentionArgs {
   TensorView k_new;
   TensorView v_new;
 
-  // Split-KV workspace (CUDA only). Serving calls (varlen, KV cache) whose
-  // sequences have at most 64 query rows (after GQA packing) split long key
-  // ranges into chunks of 256 keys at fixed positions, computed by different
-  // CTAs and combined in a fixed order: where a sequence splits depends only
-  // on its own lengths, so its result never depends on its batch. Such calls
-  // need attention_workspace_size() bytes here (16-byte aligned); a call
-  // that needs workspace and has none is an error, never a silent slow path.
-  // config.num_splits = 1 turns splitting off; plain calls never split.
+  // Split-KV workspace (CUDA only). Calls whose sequences have at most 64
+  // query rows (after GQA packing) split long key ranges into chunks of 256
+  // keys at fixed positions and merge them in a fixed order, by different
+  // CTAs (partials here, then a combine kernel) or, when the batch alone
+  // fills the GPU, inside one CTA: the same bits. Where a sequence splits
+  // depends only on its own lengths, so its result never depends on its
+  // batch. Serving calls (varlen, KV cache) need attention_workspace_size()
+  // bytes here (16-byte aligned) when it is not 0; without them they are an
+  // error, never a silent slow path. Plain calls (head dims 64 and 128) use
+  // the workspace when given one and otherwise merge their chunks in one
+  // CTA (the same bits, less parallel at small batches).
+  // config.num_splits = 1 turns splitting off.
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
 

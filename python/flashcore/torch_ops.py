@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 
 from . import _C
+from . import _plain_workspace  # the split-KV workspace of plain calls that may split
 
 __all__ = ["attention", "attention_out", "attention_into"]
 
@@ -83,7 +84,8 @@ def _launch(q, k, v, out, lse, causal, scale, window_left, window_right, bshd,
     if q.is_cuda:
         with torch.cuda.device(device):
             stream = torch.cuda.current_stream(device).cuda_stream
-            _C.attention_forward(*args, lse_arg, stream=int(stream), **kwargs)
+            _C.attention_forward(*args, lse_arg, stream=int(stream),
+                                 alloc_workspace=_plain_workspace("torch", q, k, bshd), **kwargs)
     else:
         _C.attention_forward(*args, lse_arg, stream=0, **kwargs)
 
@@ -299,7 +301,8 @@ def _launch_ptrs(q, k, v, out, code, causal, scale, window_left, window_right, b
         v.data_ptr(), v.shape, v.stride(), v.get_device(),
         out.data_ptr(), out.shape, out.stride(), out.get_device(),
         0 if lse is None else lse.data_ptr(), code, scale, causal,
-        window_left, window_right, bshd, block_m, block_n, num_splits, stream)
+        window_left, window_right, bshd, block_m, block_n, num_splits, stream,
+        (dev >= 0 and _plain_workspace("torch", q, k, bshd)) or False)
     return (out, lse) if return_lse else out
 
 

@@ -219,9 +219,9 @@ flashcore::AttentionArgs common_args(const InArray& q, const InArray& k, const I
   return args;
 }
 
-// The split-KV workspace (serving calls only: alloc_workspace is None for
-// plain calls, which never need one), the optional metadata check, then the
-// call itself.
+// The split-KV workspace (alloc_workspace None: none; a plain call then runs
+// its chunks in one CTA, the same bits), the optional metadata check, then
+// the call itself.
 void run(flashcore::AttentionArgs& args, uintptr_t stream, bool check_metadata,
          const nb::object& alloc_workspace = nb::none()) {
   flashcore::Status st;
@@ -255,14 +255,14 @@ void run(flashcore::AttentionArgs& args, uintptr_t stream, bool check_metadata,
 void attention_forward(const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
                        std::optional<OutArray> lse, float softmax_scale, bool causal,
                        int64_t window_left, int64_t window_right, bool bshd, bool uint16_is_bf16,
-                       int block_m, int block_n, int num_splits, uintptr_t stream) {
+                       int block_m, int block_n, int num_splits, uintptr_t stream, const nb::object& alloc_workspace) {
   flashcore::AttentionArgs args =
       common_args(q, k, v, out, lse, bshd ? Layout::kBSHD : Layout::kBHSD, uint16_is_bf16, softmax_scale, causal,
                   window_left, window_right);
   args.config.block_m = block_m;
   args.config.block_n = block_n;
   args.config.num_splits = num_splits;
-  run(args, stream, false);
+  run(args, stream, false, alloc_workspace);
 }
 
 // ---- The PyTorch eager fast path (flashcore/torch_ops.py: _fast_call).
@@ -302,7 +302,7 @@ void attention_forward_ptrs(uintptr_t q, const nb::tuple& q_shape, const nb::tup
                             uintptr_t out, const nb::tuple& out_shape, const nb::tuple& out_stride, int out_device,
                             uintptr_t lse, int dtype, float softmax_scale, bool causal, int64_t window_left,
                             int64_t window_right, bool bshd, int block_m, int block_n, int num_splits,
-                            uintptr_t stream) {
+                            uintptr_t stream, const nb::object& alloc_workspace) {
   const Layout layout = bshd ? Layout::kBSHD : Layout::kBHSD;
   flashcore::AttentionArgs args;
   args.q = raw_view("q", q, dtype, q_device, q_shape, q_stride, layout);
@@ -327,7 +327,9 @@ void attention_forward_ptrs(uintptr_t q, const nb::tuple& q_shape, const nb::tup
   args.config.block_m = block_m;
   args.config.block_n = block_n;
   args.config.num_splits = num_splits;
-  run(args, stream, false);
+  // False: no workspace. (None would do, but nanobind's fast dispatch of
+  // positional arguments, which this entry point exists for, refuses None.)
+  run(args, stream, false, alloc_workspace.ptr() == Py_False ? nb::none() : alloc_workspace);
 }
 
 void attention_serving(const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
@@ -393,11 +395,15 @@ NB_MODULE(_C, m) {
         nb::arg("causal") = false, nb::arg("window_left") = -1, nb::arg("window_right") = -1,
         nb::arg("bshd") = false, nb::arg("uint16_is_bf16") = false, nb::arg("block_m") = 0,
         nb::arg("block_n") = 0, nb::arg("num_splits") = 0, nb::arg("stream") = 0,
+        nb::arg("alloc_workspace").none() = nb::none(),
         "Low-level call of flashcore::attention_forward on DLPack arrays.\n\n"
         "q, k, v, out are 4-d arrays read as (B, H, S, D), or as (B, S, H, D) when\n"
         "bshd is true; lse is None or a float32 (B, H, Sq) array. uint16 arrays are\n"
         "read as bfloat16 when uint16_is_bf16 is true. stream is a cudaStream_t as an\n"
-        "integer (0: the default stream). The GIL is released during the call.\n\n"
+        "integer (0: the default stream). The GIL is released during the call.\n"
+        "alloc_workspace: None, or a callable nbytes -> a uint8 array on q's device for\n"
+        "the split-KV workspace of calls with at most 64 query rows (without one they\n"
+        "run their key chunks in one CTA: the same bits, less parallel at small batches).\n\n"
         "Raises ValueError (invalid argument), TypeError (unsupported dtype, device\n"
         "or configuration) or RuntimeError (CUDA or internal error).");
 
@@ -406,7 +412,8 @@ NB_MODULE(_C, m) {
         "device) for q, k, v and out (device -1: CPU), lse a pointer to a contiguous\n"
         "float32 (B, Hq, Sq) array (0: none), dtype 0/1/2\n"
         "for float32/float16/bfloat16. flashcore.attention's fast path for PyTorch\n"
-        "tensors outside autograd and tracing; other arguments as in attention_forward.");
+        "tensors outside autograd and tracing; other arguments as in attention_forward,\n"
+        "except alloc_workspace, the last one: False (none) or a callable, not None.");
 
   m.def("attention_serving", &attention_serving, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"),
         nb::arg("lse").none(), nb::arg("layout") = "bshd", nb::arg("cu_seqlens_q").none() = nb::none(),

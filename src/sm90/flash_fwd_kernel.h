@@ -26,6 +26,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   using Storage = typename Traits::SharedStorage;
   using PipelineKV = typename Traits::PipelineKV;
   using Mma = MainloopMma<Traits>;
+  using Fold = ChunkFold<Traits::kFoldSplits, Mma::kRows, Traits::kBlockM * Traits::kHeadDim / Traits::kNumMmaThreads,
+                         Traits::kNumMmaThreads>;
 
   extern __shared__ char smem_raw[];
   Storage& storage = *reinterpret_cast<Storage*>(smem_raw);
@@ -111,16 +113,22 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       storage.barrier_q[qb].wait((q_iter / Traits::kQStages) & 1);
       ++q_iter;
       bool const has_blocks = w.n_begin < w.n_end;
+      Fold fold(storage.smem_fold.data(), mma_thread, w.fold_blocks, w.n_end - 1);
       if (has_blocks) {
         Mma::run(mask, storage, pipeline_k, pipeline_v, read_state, q_smem, mma_thread, w.m_block, w.n_begin,
-                 w.n_end, tOrO, softmax, storage.barrier_q_free[qb]);
+                 w.n_end, tOrO, softmax, storage.barrier_q_free[qb], fold);
       }
       // All Q·Kᵀ of this tile done (run released the buffer itself if kEarlyQFree).
       if constexpr (!Traits::kOThroughQ) {
         if (!Mma::kEarlyQFree || !has_blocks) storage.barrier_q_free[qb].arrive();
       }
       float inv_sum[Mma::kRows], lse[Mma::kRows];
-      softmax.finalize(inv_sum, lse);
+      if (fold.folds()) {  // the last chunk, then the merged result
+        fold.merge(tOrO, softmax);
+        fold.finish(tOrO, inv_sum, lse);
+      } else {
+        softmax.finalize(inv_sum, lse);
+      }
       Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, q_smem, mma_thread, t, si, w);
     }
     Epilogue<Traits>::drain(mma_thread);

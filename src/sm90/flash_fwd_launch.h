@@ -148,7 +148,11 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
     params.num_pages = int32_t(p.num_pages);
   }
 
-  if (plan.split.split_keys > 0) {
+  if (plan.split.fold && !Traits::kFoldSplits) {
+    return Status(StatusCode::kInvalidArgument,
+                  "split-KV in one CTA needs a one-warpgroup serving kernel (block_m 64)");
+  }
+  if (plan.split.split_keys > 0 && !plan.split.fold) {
     params.partial_o = static_cast<float*>(plan.workspace);
     params.partial_lse = reinterpret_cast<float*>(static_cast<char*>(plan.workspace) + plan.split.partial_o_bytes);
     params.partial_rows = plan.split.partial_rows;
@@ -172,7 +176,9 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
                         " of " + std::to_string(Traits::kBlockM) + " rows)");
     }
   }
-  int64_t const units = m_blocks > plan.split.max_splits ? m_blocks : plan.split.max_splits;
+  // Query blocks, or the chunks of split sequences when each is a tile
+  // (seq_params gives a folded call max_splits 1: seq_info.h tile_work).
+  int64_t const units = m_blocks > params.seq.max_splits ? m_blocks : params.seq.max_splits;
   params.num_units = int32_t(units);
   int64_t const tiles = units * heads * p.batch;
   if (tiles >= (int64_t(1) << 31)) {

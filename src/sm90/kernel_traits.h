@@ -234,6 +234,11 @@ struct KernelTraits {
     return get_nonswizzle_portion(SmemLayoutVt{})(make_coord(0, i * kChunk, stage));
   }
 
+  // Split-KV in one CTA (chunk_fold.h): the one-warpgroup serving kernels
+  // keep the merged O of a split sequence's chunks in shared memory.
+  static constexpr bool kFoldSplits = kServing && kNumMmaWarpGroups == 1;
+  static constexpr int kFoldElems = kFoldSplits ? kBlockM * kHeadDim : 4;
+
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
   using PipelineState = typename PipelineKV::PipelineState;
 
@@ -248,6 +253,8 @@ struct KernelTraits {
     typename PipelineKV::SharedStorage pipeline_v;
     cutlass::arch::ClusterTransactionBarrier barrier_q[kQStages];  // Q tile landed
     cutlass::arch::ClusterBarrier barrier_q_free[kQStages];        // Q buffer may take another Q
+    // Last: the kernels without the fold keep the layout they had before it.
+    alignas(16) cute::array_aligned<float, kFoldElems> smem_fold;  // merged O (chunk_fold.h)
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
 

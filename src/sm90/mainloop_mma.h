@@ -21,6 +21,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "sm90/chunk_fold.h"
 #include "sm90/kernel_params.h"
 #include "sm90/mask.h"
 #include "sm90/softmax.h"
@@ -84,7 +85,7 @@ struct MainloopMma {
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
   static constexpr int kRows = 2;
-  using Softmax = OnlineSoftmax<kRows>;
+  using Softmax = OnlineSoftmax<kRows, Traits::kFoldSplits>;  // pinned arithmetic where the fold is (softmax.h)
 
   // Before the first tile: hands the first turn to warpgroup 0.
   CUTE_DEVICE static void prime_turns(int mma_thread) {
@@ -169,11 +170,19 @@ struct MainloopMma {
   // Runs the whole key loop for one tile; leaves O (unnormalized) in tOrO and
   // the row statistics in softmax. n_min < n_max is required. With
   // kEarlyQFree every consumer thread arrives on q_free after its last Q·Kᵀ.
-  template <class FragO>
+  //
+  // Split-KV in one CTA (chunk_fold.h, one-warpgroup serving kernels): when
+  // the walk enters a new chunk, the softmax restarts for it (the previous
+  // chunk's statistics kept aside), and once the previous chunk's last P·V
+  // is done, that chunk is merged and O restarts. (Merging before the
+  // softmax, behind a wait of its own, made ptxas serialize every WGMMA:
+  // C7514.) The last chunk is merged by the caller.
+  template <class FragO, class Fold>
   CUTE_DEVICE static void run(BlockMask<kBlockM, kBlockN> const& mask, Storage& storage,
                               PipelineKV& pipeline_k, PipelineKV& pipeline_v, PipelineState& read_state,
                               Element* q_smem, int mma_thread, int m_block, int n_min, int n_max, FragO& tOrO,
-                              Softmax& softmax, cutlass::arch::ClusterBarrier& q_free) {
+                              Softmax& softmax, cutlass::arch::ClusterBarrier& q_free, Fold& fold) {
+    static_assert(!Fold::kEnabled || kOverlapSoftmax, "the chunk fold is placed in the one-warpgroup loop");
     typename Traits::TiledMmaQK tiled_mma_qk;
     typename Traits::TiledMmaPV tiled_mma_pv;
     auto thr_qk = tiled_mma_qk.get_thread_slice(mma_thread);
@@ -262,6 +271,9 @@ struct MainloopMma {
         q_read(n);
       }
       if (mask.needs_mask(m_block, n)) mask.template apply_block<Traits::kCompactMask>(s_rc, coord_rc, m_block, n);
+      bool const new_chunk = fold.starts_chunk(n);
+      Softmax ended = softmax;  // the previous chunk's statistics, when block n starts a new one
+      if (new_chunk) softmax.restart();
       softmax.step(s_rc, rescale);
       if constexpr (!kSerialProducts) {
         // ptxas schedules within a basic block and would hoist the wait below
@@ -270,6 +282,9 @@ struct MainloopMma {
         if constexpr (kOverlapSoftmax) basic_block_boundary(n);
         warpgroup_wait<0>();  // P·V done: P and V_j-1 may be reused
         release(pipeline_v, storage.pipeline_v, read_state, mma_thread);
+      }
+      if constexpr (Fold::kEnabled) {
+        if (new_chunk) fold.merge(tOrO, ended);  // that chunk's last P·V is in O
       }
       if constexpr (!kRescaleInTurn && !kSplitPV) rescale_o();  // O·r_j, then + P_j·V_j
       convert_into(tSrS, rP);

@@ -14,9 +14,11 @@
 // Split-KV (decode-like sequences): a sequence whose query rows fit in 64
 // rows has its key blocks cut into chunks at key positions fixed by its own
 // length (split_keys_for); chunk s is computed by its own tile and the
-// combine kernel merges the chunks in order. Whether a sequence splits and
-// where depends only on its own lengths, the head count and the head dim:
-// never on the batch it is in.
+// combine kernel merges the chunks in order, or one tile walks them all and
+// merges them as it goes (fold_splits, chunk_fold.h): the same bits.
+// Whether a sequence splits and where depends only on its own lengths, the
+// head count and the head dim: never on the batch it is in (which of the two
+// schedules runs may, since they agree bit for bit).
 #pragma once
 
 #include <cute/config.hpp>
@@ -58,6 +60,9 @@ struct SeqParams {
   int32_t split_keys = 0;        // a multiple of block_n
   int32_t split_max_chunks = 0;
   int32_t max_splits = 1;        // chunks of the longest sequence (grid size)
+  // Split-KV in one CTA (chunk_fold.h): a split sequence is one tile that
+  // walks all of its chunks and merges them itself; same bits, no partials.
+  int32_t fold_splits = 0;
 };
 
 struct SeqInfo {
@@ -104,6 +109,7 @@ struct TileWork {
   int m_block = 0;
   int n_begin = 0, n_end = 0;  // key blocks [n_begin, n_end), may be empty
   int split = 0, num_splits = 1;  // num_splits > 1: write a partial result
+  int fold_blocks = 0;  // > 0: merge chunks of this many key blocks in the tile (chunk_fold.h)
 };
 
 CUTE_DEVICE bool splits(SeqParams const& p, SeqInfo const& s) {
@@ -131,9 +137,18 @@ CUTE_DEVICE TileWork tile_work(SeqParams const& p, SeqInfo const& s, int u) {
     if (rows == 0) return w;
     int n_min, n_max;
     mask.n_block_range(0, n_min, n_max);
-    w.num_splits = num_splits_of(p, s);
-    if (u >= w.num_splits) return w;
+    int const num_splits = num_splits_of(p, s);
     int const split_blocks = split_keys_of(p, s) / kBlockN;
+    if (p.fold_splits) {  // every chunk in this one tile
+      if (u > 0) return w;
+      w.active = true;
+      w.n_begin = n_min;
+      w.n_end = max(n_min, n_max);
+      w.fold_blocks = num_splits > 1 ? split_blocks : 0;
+      return w;
+    }
+    w.num_splits = num_splits;
+    if (u >= w.num_splits) return w;
     w.active = true;
     w.split = u;
     w.n_begin = max(n_min, u * split_blocks);

@@ -13,6 +13,7 @@
 #include "sm90/kernel_registry.h"
 #include "sm90/kv_append.h"
 #include "sm90/splitkv_combine.h"
+#include "sm90/split_calls.h"
 #include "sm90/splitkv_plan.h"
 #include "sm90/tuning_table.h"
 
@@ -52,7 +53,25 @@ std::string available_tiles(DType dtype, int head_dim, bool serving) {
   return s.empty() ? "none" : s;
 }
 
-int64_t workspace_size(const Problem& p) { return p.is_empty() ? 0 : plan_split(p).bytes; }
+namespace {
+
+// The tile dispatch runs a call with: the tuning table's, or the caller's.
+TileChoice choose_tile(const Problem& p) {
+  TileChoice tile = tuned_tile(p.dtype, int(p.head_dim), call_shape(p), device_sm_count(p.device_index));
+  if (p.config.block_m > 0) tile.block_m = p.config.block_m;
+  if (p.config.block_n > 0) tile.block_n = p.config.block_n;
+  return tile;
+}
+
+// The split-KV plan of a call that runs `tile`, with its schedule
+// (splitkv_plan.h fold_splits): workspace_size and forward agree on it.
+SplitPlan plan_for(const Problem& p, const TileChoice& tile) {
+  return fold_splits(plan_split(p), p, tile.block_m, device_sm_count(p.device_index));
+}
+
+}  // namespace
+
+int64_t workspace_size(const Problem& p) { return p.is_empty() ? 0 : plan_for(p, choose_tile(p)).bytes; }
 
 namespace {
 
@@ -119,26 +138,34 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
   if (p.seqlen_q >= (int64_t(1) << 30) || p.seqlen_k >= (int64_t(1) << 30)) {
     return Status(StatusCode::kNotSupported, "sequence lengths must be below 2^30 on the GPU");
   }
-  TileChoice tile = tuned_tile(p.dtype, int(p.head_dim), call_shape(p), device_sm_count(p.device_index));
-  if (p.config.block_m > 0) tile.block_m = p.config.block_m;
-  if (p.config.block_n > 0) tile.block_n = p.config.block_n;
-  // Serving calls (per-sequence lengths) run the serving variant of the
-  // tile (kernel_traits.h); plain calls never split and keep the lean kernel.
-  bool const serving = p.has_per_seq_lengths();
-  if (serving && p.head_dim > 128) {
+  TileChoice tile = choose_tile(p);
+  bool const per_seq = p.has_per_seq_lengths();
+  if (per_seq && p.head_dim > 128) {
     return Status(StatusCode::kNotSupported,
                   "variable-length and KV-cache calls support head dims 64, 96 and 128 on CUDA; head_dim " +
                       std::to_string(p.head_dim) + " is not compiled for them yet");
   }
-  if (!serving && p.config.num_splits > 1) {
+  if (!per_seq && p.config.num_splits > 1 && !may_split_keys(p)) {
     return Status(StatusCode::kNotSupported,
-                  "config.num_splits > 1 applies to variable-length and KV-cache calls (split-KV); "
-                  "plain calls do not split their keys");
+                  "config.num_splits > 1 applies to calls that split their keys (split-KV): variable-length and "
+                  "KV-cache calls, and plain calls of at most 64 query rows (after GQA packing) at head dims 64 "
+                  "and 128");
   }
   LaunchPlan plan;
-  plan.split = plan_split(p);
+  plan.split = plan_for(p, tile);
+  // A plain call without workspace runs its chunks in one CTA (the same
+  // bits: chunk_merge.h), as fast as before plain calls split; a workspace
+  // lets small batches spread over the GPU. Serving calls have always
+  // needed one: for them its absence is an error.
+  bool const has_workspace = args.workspace != nullptr && args.workspace_bytes >= plan.split.bytes;
+  if (plan.split.bytes > 0 && !has_workspace && !per_seq && tile.block_m == kSplitRowsMax) {
+    plan.split = folded(plan.split);
+  }
+  // Calls that split, and serving calls, run the serving variant of the tile
+  // (kernel_traits.h); the rest keep the lean kernel.
+  bool const serving = per_seq || plan.split.split_keys > 0;
   if (plan.split.bytes > 0) {
-    if (args.workspace == nullptr || args.workspace_bytes < plan.split.bytes) {
+    if (!has_workspace) {
       return Status(StatusCode::kInvalidArgument,
                     "this call splits its keys across CTAs (split-KV) and needs " + std::to_string(plan.split.bytes) +
                         " bytes of workspace; args.workspace " +
@@ -167,7 +194,7 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
     if (!st.ok()) return st;
   }
   Status st = k->launch(args, p, plan, stream);
-  if (!st.ok() || plan.split.split_keys == 0) return st;
+  if (!st.ok() || plan.split.split_keys == 0 || plan.split.fold) return st;
   return combine_splits(args, p, plan, stream);
 }
 

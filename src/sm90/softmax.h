@@ -23,13 +23,35 @@ CUTE_DEVICE float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffff, x, 2);
 }
 
-template <int kRows>
+// a·b + c and a·b, the softmax's arithmetic. kPinned: as explicit
+// intrinsics, which the compiler may not fuse or split. The kernels with the
+// split-KV fold need that (its restart once made ptxas split the rescale's
+// product from its subtraction there, and their bits no longer matched the
+// other kernels'); the others leave the contraction to the compiler, which
+// gives the same FFMA and FMUL, the same bits, and a register allocation
+// that measured about 1% faster on the plain kernels (bench/results/2026-11-26-h100).
+template <bool kPinned>
+CUTE_DEVICE float softmax_fma(float a, float b, float c) {
+  if constexpr (kPinned) return __fmaf_rn(a, b, c);
+  else return a * b + c;
+}
+template <bool kPinned>
+CUTE_DEVICE float softmax_mul(float a, float b) {
+  if constexpr (kPinned) return __fmul_rn(a, b);
+  else return a * b;
+}
+
+template <int kRows, bool kPinned = false>
 struct OnlineSoftmax {
   float row_max[kRows];
   float row_sum[kRows];
   float scale_log2;
 
-  CUTE_DEVICE explicit OnlineSoftmax(float scale_log2_) : scale_log2(scale_log2_) {
+  CUTE_DEVICE explicit OnlineSoftmax(float scale_log2_) : scale_log2(scale_log2_) { restart(); }
+
+  // No scores seen yet (a new tile, or a new chunk of a split sequence:
+  // chunk_fold.h).
+  CUTE_DEVICE void restart() {
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r) {
       row_max[r] = -INFINITY;
@@ -49,17 +71,17 @@ struct OnlineSoftmax {
       CUTLASS_PRAGMA_UNROLL
       for (int c = 0; c < size<1>(s_rc); ++c) m = fmaxf(m, s_rc(r, c));
       m = quad_max(m);
-      float m_scaled = m == -INFINITY ? 0.f : m * scale_log2;
-      rescale[r] = exp2f(row_max[r] * scale_log2 - m_scaled);
+      float m_scaled = m == -INFINITY ? 0.f : softmax_mul<kPinned>(m, scale_log2);
+      rescale[r] = exp2f(softmax_fma<kPinned>(row_max[r], scale_log2, -m_scaled));
       row_max[r] = m;
       float sum = 0.f;
       CUTLASS_PRAGMA_UNROLL
       for (int c = 0; c < size<1>(s_rc); ++c) {
-        float p = exp2f(s_rc(r, c) * scale_log2 - m_scaled);
+        float p = exp2f(softmax_fma<kPinned>(s_rc(r, c), scale_log2, -m_scaled));
         s_rc(r, c) = p;
         sum += p;
       }
-      row_sum[r] = row_sum[r] * rescale[r] + sum;
+      row_sum[r] = softmax_fma<kPinned>(row_sum[r], rescale[r], sum);
     }
   }
 
@@ -72,7 +94,9 @@ struct OnlineSoftmax {
       float l = quad_sum(row_sum[r]);
       bool empty = l == 0.f;  // a NaN sum propagates: NaN inputs poison only their own rows
       inv_sum[r] = empty ? 0.f : 1.f / l;
-      lse[r] = empty ? -INFINITY : (row_max[r] * scale_log2 + __log2f(l)) * kLn2;
+      // Split-KV partials are merged from these values by two kernels
+      // (chunk_merge.h), which must see the same bits.
+      lse[r] = empty ? -INFINITY : softmax_mul<kPinned>(softmax_fma<kPinned>(row_max[r], scale_log2, __log2f(l)), kLn2);
     }
   }
 };

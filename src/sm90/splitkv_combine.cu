@@ -1,18 +1,22 @@
 // The split-KV combine kernel (splitkv_combine.h). One warp merges one row
 // of one (batch, head); lane l holds columns [4l, 4l + 4). Every lane walks
-// the chunks in order, with kUnroll chunks' loads issued before any of them
-// is used, so a row costs a few round trips to L2 instead of one per chunk.
+// the chunks in the merge order of chunk_merge.h (the last chunk first),
+// with kUnroll chunks' loads issued before any of them is used, so a row
+// costs a few round trips to L2 instead of one per chunk.
 // No shared memory and no block-wide barrier: a CTA is kRowsPerCta
 // independent warps, which keeps many rows in flight at large batches.
 //
 // History (H100, decode bf16 32/8 heads d128): the first version walked the
 // chunks with one dependent load chain (130 us of 158 at batch 1, 32k keys).
-// Now the combine is about 10 us of a 400 us call at batch 64 x 4k keys
-// (Nsight Compute, bench/results/2026-11-22-h100/ncu-decode-b64.txt).
+// The two-pass version after it (lane-strided max and sum, then the
+// weighted sum) took about 10 us of a 400 us call at batch 64 x 4k keys
+// (Nsight Compute, bench/results/2026-11-22-h100/ncu-decode-b64.txt); this
+// one merges in a single pass, in the order a one-CTA tile merges
+// (chunk_fold.h), and has not been profiled.
 //
-// Every reduction has a fixed shape that depends only on the chunk count of
-// the sequence and the head dim: results are bitwise reproducible and batch
-// invariant.
+// The merge order depends only on the chunk count of the sequence: results
+// are bitwise reproducible, batch invariant, and those of the one-CTA
+// schedule.
 #include "sm90/splitkv_combine.h"
 
 #include <cuda_bf16.h>
@@ -20,6 +24,7 @@
 
 #include <string>
 
+#include "sm90/chunk_merge.h"
 #include "sm90/launch_attrs.h"
 
 namespace flashcore::sm90 {
@@ -27,7 +32,10 @@ namespace {
 
 constexpr int kRowsPerCta = 4;    // one warp a row
 constexpr int kMaxColLanes = 32;  // head_dim <= 128, 4 columns a lane
-constexpr int kUnroll = 8;        // chunks whose loads are in flight together
+// Chunks whose loads are in flight together. 16 measured 2.4 us slower at
+// batch 1, 4k keys (16 chunks): ptxas then keeps 32 registers and no
+// longer issues the round's loads together (bench/results/2026-11-26-h100).
+constexpr int kUnroll = 8;
 
 // Two floats rounded to the output type, packed in 32 bits (low: a). Built
 // with intrinsics so that no array has to live in local memory.
@@ -42,16 +50,6 @@ template <>
 __device__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
   __nv_bfloat162 const h = __floats2bfloat162_rn(a, b);
   return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// Reductions over a row's chunk LSEs: lane-strided in chunk order, then a
-// butterfly of fixed shape; every lane gets the result.
-template <class Op, class Load>
-__device__ float warp_reduce_chunks(int n, float init, Load load, Op op) {
-  float x = init;
-  for (int s = threadIdx.x % 32; s < n; s += 32) x = op(x, load(s));
-  for (int o = 16; o > 0; o /= 2) x = op(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
 }
 
 template <class Element>
@@ -70,54 +68,46 @@ __global__ void __launch_bounds__(32 * kRowsPerCta) splitkv_combine_kernel(const
 
   int64_t const slot0 = (int64_t(batch) * p.heads + head) * p.seq.max_splits;
   const float* lse_row = p.partial_lse + slot0 * p.partial_rows + row;  // chunk s at s * partial_rows
-  int const lse_stride = p.partial_rows;
-  auto lse_of = [lse_row, lse_stride](int s) { return lse_row[int64_t(s) * lse_stride]; };
-
   bool const col_active = 4 * lane < p.head_dim;
   int64_t const chunk_stride = int64_t(p.partial_rows) * p.head_dim;  // floats between chunks
   const float* o_col = p.partial_o + (slot0 * p.partial_rows + row) * p.head_dim + 4 * lane;
+
+  // Chunks in the order the single-CTA schedule merges them (chunk_merge.h):
+  // the last one first. Step i reads chunk n - 1 - i; a round's loads are all
+  // issued before the first of them is used. Steps past n read nothing and
+  // carry lse -inf: chunk_merge leaves the state unchanged.
   float4 o[kUnroll];
   float l[kUnroll];
-  auto load_round = [&](int s0) {
+  auto load_round = [&](int i0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      bool const ok = s0 + u < n;
-      o[u] = ok && col_active ? *reinterpret_cast<const float4*>(o_col + int64_t(s0 + u) * chunk_stride)
+      int const s = n - 1 - (i0 + u);
+      bool const ok = s >= 0;
+      o[u] = ok && col_active ? *reinterpret_cast<const float4*>(o_col + int64_t(s) * chunk_stride)
                               : make_float4(0.f, 0.f, 0.f, 0.f);
-      l[u] = ok ? lse_of(s0 + u) : -INFINITY;
+      l[u] = ok ? lse_row[int64_t(s) * p.partial_rows] : -INFINITY;
     }
   };
-  load_round(0);  // in flight while the statistics below are computed
-
-  // Max and sum of exp over the chunks. A NaN LSE (NaN inputs) makes the sum NaN.
-  float const m = warp_reduce_chunks(n, -INFINITY, lse_of, [](float a, float b) { return fmaxf(a, b); });
-  float const m_safe = m == -INFINITY ? 0.f : m;
-  float const sum = warp_reduce_chunks(
-      n, 0.f, [lse_of, m_safe](int s) { return __expf(lse_of(s) - m_safe); }, [](float a, float b) { return a + b; });
-  bool const empty = sum == 0.f;
-  float const lse = empty ? -INFINITY : m_safe + __logf(sum);
-  // Weights exp(lse_s - lse); an empty row (every key masked) has lse_s =
-  // -inf everywhere and gets weight exp(-inf) = 0 through lse_w = +inf. One
-  // select here instead of a test per chunk, which the compiler turned into
-  // a branch on the data (tools/sass-audit caught it). Chunks past n carry
-  // lse -inf and zeros: weight 0, nothing added.
-  float const lse_w = empty ? INFINITY : lse;
-
+  MergeRow state;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s0 = 0; s0 < n; s0 += kUnroll) {
-    if (s0 > 0) load_round(s0);
+  for (int i0 = 0; i0 < n; i0 += kUnroll) {
+    load_round(i0);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      float const w = __expf(l[u] - lse_w);
-      acc.x += w * o[u].x, acc.y += w * o[u].y, acc.z += w * o[u].z, acc.w += w * o[u].w;
+      MergeStep const st = merge_step(state, l[u]);
+      acc.x = merge_value(acc.x, o[u].x, st), acc.y = merge_value(acc.y, o[u].y, st);
+      acc.z = merge_value(acc.z, o[u].z, st), acc.w = merge_value(acc.w, o[u].w, st);
     }
   }
+  float inv, lse;
+  merge_finish(state, inv, lse);
 
   int64_t const q_row = si.q_offset + row;
   Element* out = static_cast<Element*>(p.out) + batch * p.o_stride_b + head * p.o_stride_h + q_row * p.o_stride_s;
   if (col_active) {
     *reinterpret_cast<uint2*>(out + 4 * lane) =
-        make_uint2(pack2<Element>(acc.x, acc.y), pack2<Element>(acc.z, acc.w));
+        make_uint2(pack2<Element>(__fmul_rn(acc.x, inv), __fmul_rn(acc.y, inv)),
+                   pack2<Element>(__fmul_rn(acc.z, inv), __fmul_rn(acc.w, inv)));
   }
   if (p.lse != nullptr && lane == 0) {
     p.lse[batch * p.lse_stride_b + head * p.lse_stride_h + q_row * p.lse_stride_s] = lse;

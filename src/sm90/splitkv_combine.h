@@ -2,8 +2,9 @@
 // (seq_info.h) into O and LSE. For each row, chunk s has O_s (normalized by
 // its own row sum) and lse_s; the result is
 //     lse = log(sum_s exp(lse_s)),   O = sum_s exp(lse_s - lse) * O_s,
-// summed over s = 0, 1, ... in that order, with fixed-shape warp reductions:
-// bitwise the same whatever else is in the batch.
+// as a running merge over s = n-1, ..., 0 (chunk_merge.h): bitwise the same
+// whatever else is in the batch, and the same as one tile walking every
+// chunk (chunk_fold.h).
 #pragma once
 
 #include <cuda_runtime.h>

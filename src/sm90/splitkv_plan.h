@@ -10,6 +10,7 @@
 #include "common/problem.h"
 #include "sm90/gqa_pack.h"
 #include "sm90/seq_info.h"
+#include "sm90/split_calls.h"
 #include "sm90/split_policy.h"
 
 namespace flashcore::sm90 {
@@ -21,42 +22,50 @@ struct SplitPlan {
   int32_t partial_rows = 0;  // rows per (batch, head, chunk) slot
   int64_t heads = 0;         // heads as the kernel sees them (KV heads when GQA-packed)
   int64_t partial_o_bytes = 0, bytes = 0;
+  // Split sequences walk all their chunks in one CTA (chunk_fold.h): no
+  // partials, no workspace, no combine. Set by fold_splits() below.
+  bool fold = false;
 };
 
+static_assert(kSplitRowsMax == kSplitMaxRows, "split_calls.h and seq_info.h agree on the rows that split");
+
 inline SplitPlan plan_split(const Problem& p) {
+  SplitShape const shape = split_shape(p);
+  if (shape.max_splits <= 1) return SplitPlan{};  // no split, no workspace, no combine
   SplitPlan plan;
   bool const packed = packs_gqa(p);
-  int64_t const rows = packed ? p.group() : p.seqlen_q;
-  // Varlen batches may hold short sequences whatever their longest is.
-  bool const may_split = p.varlen_q || rows <= kSplitMaxRows;
-  // Head dim 256 has no serving kernel (kernel_traits.h: kServing).
-  // Only serving calls split (plain calls run the kernels without split-KV).
-  if (!p.has_per_seq_lengths() || !may_split || p.config.num_splits == 1 || p.seqlen_k == 0 ||
-      p.head_dim > 128) {
-    return plan;
-  }
+  int64_t const rows = rows_per_sequence(p);
   plan.heads = packed ? p.heads_kv : p.heads_q;
-  // By KV heads, not by the heads the kernel sees: a sequence is cut the
-  // same way in a varlen call (query heads) and a GQA-packed cache call (KV
-  // heads), so both give the same bits.
-  int64_t split_keys = kSplitMinKeys, max_chunks = split_max_chunks_for_heads(p.heads_kv);
-  if (p.config.num_splits > 1) {  // override: this many chunks for the longest sequence, one size for all
-    split_keys = (p.seqlen_k + p.config.num_splits - 1) / p.config.num_splits;
-    split_keys = (split_keys + kSplitOverrideUnit - 1) / kSplitOverrideUnit * kSplitOverrideUnit;
-    max_chunks = 0;
-  }
-  int64_t const max_splits = split_chunks_bound<int64_t>(split_keys, max_chunks, p.seqlen_k);
-  // One chunk for every sequence (short keys, or 128+ KV heads in auto
-  // mode): no split, no workspace, no combine.
-  if (max_splits <= 1) return SplitPlan{};
-  plan.split_keys = int32_t(split_keys);
-  plan.split_max_chunks = int32_t(max_chunks);
-  plan.max_splits = int32_t(max_splits);
+  plan.split_keys = int32_t(shape.split_keys);
+  plan.split_max_chunks = int32_t(shape.max_chunks);
+  plan.max_splits = int32_t(shape.max_splits);
   plan.partial_rows = int32_t(rows < kSplitMaxRows ? rows : kSplitMaxRows);
   int64_t const slots = p.batch * plan.heads * plan.max_splits * plan.partial_rows;
   plan.partial_o_bytes = (slots * p.head_dim * 4 + 255) / 256 * 256;
   plan.bytes = plan.partial_o_bytes + (slots * 4 + 255) / 256 * 256;
   return plan;
+}
+
+// Which schedule runs the chunks of a split call (chunk_merge.h: both give
+// the same bits, so this may follow the batch). Across CTAs, chunks fill a
+// GPU that the sequences alone would leave idle (batch 1 decode: 8 KV heads
+// are 8 CTAs on 132 SMs); in one CTA, a call whose sequences give every
+// other SM a tile of its own is spared the extra tiles, the partial results
+// and the combine kernel. Only the one-warpgroup serving kernels (64-row
+// tiles) can fold (kernel_traits.h kFoldSplits).
+// Measured on an H100 before the fold existed (tools/decode-sweep; bf16 32
+// query / 8 KV heads, d128, 4k keys): batch 64, 354 us unsplit against 388
+// with 16 chunks a sequence; batch 16 (BENCHMARKS.md, 2026-11-25i), 90.6
+// unsplit against 104.1.
+inline SplitPlan folded(SplitPlan plan) {
+  plan.fold = true;
+  plan.partial_rows = 0;
+  plan.partial_o_bytes = plan.bytes = 0;
+  return plan;
+}
+inline SplitPlan fold_splits(SplitPlan plan, const Problem& p, int block_m, int num_sms) {
+  if (plan.split_keys == 0 || !fold_split_chunks(p.batch, plan.heads, block_m, num_sms)) return plan;
+  return folded(plan);
 }
 
 // The lengths, masks and split plan both kernels read (seq_info.h).
@@ -77,7 +86,8 @@ inline SeqParams seq_params(const AttentionArgs& args, const Problem& p, const S
   seq.total_k = int32_t(p.total_k);
   seq.split_keys = split.split_keys;
   seq.split_max_chunks = split.split_max_chunks;
-  seq.max_splits = split.max_splits;
+  seq.max_splits = split.fold ? 1 : split.max_splits;
+  seq.fold_splits = split.fold ? 1 : 0;
   return seq;
 }
 

@@ -22,6 +22,7 @@
 #include "common/problem.h"
 #include "flashcore/attention.h"
 #include "sm90/gqa_pack.h"
+#include "sm90/split_calls.h"
 
 namespace flashcore::sm90 {
 
@@ -73,7 +74,7 @@ struct CallShape {
   bool gqa_packed_decode = false;
   bool triangular = false;  // triangular_costs(): causal-like
   bool unmasked = false;    // no causal or window mask: every tile costs the same
-  bool serving = false;     // per-sequence lengths: serving tiles (64/128 rows)
+  bool serving = false;     // per-sequence lengths or split keys: serving tiles (64/128 rows)
 };
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -81,8 +82,9 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The tile choice, from the H100 tune run bench/results/2026-11-23b-h100/
 // (flashcore-tune --suite all: every compiled tile on the FA3 and seed grids):
 //
-//  - 64-row tiles when 128-row tiles would fill at most half of the SMs, and
-//    for packed GQA decode (at most `group` valid rows a tile).
+//  - 64-row tiles when 128-row tiles would fill at most half of the SMs, for
+//    packed GQA decode (at most `group` valid rows a tile), and for serving
+//    calls of at most 64 rows a sequence (split-KV in one CTA).
 //  - triangular calls whose 128-row tiles fit in one wave: the time is that of
 //    the longest tile (all of its key blocks); 64-row tiles dealt in pairs
 //    (query block i with num_m-1-i, twice as many tiles) give every CTA about
@@ -110,7 +112,11 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
   int64_t const tiles128 = ceil_div(w.seqlen_q, 128) * w.sequences;
   bool const small = tiles128 * 2 <= num_sms;
   bool const one_triangular_wave = w.triangular && tiles128 <= num_sms;
-  if (has_m64 && (w.gqa_packed_decode || small || one_triangular_wave)) return {64, block_n};
+  // Serving calls whose sequences have at most 64 rows (decode, short
+  // chunks) may split their keys, which only 64-row tiles can also do in
+  // one CTA (splitkv_plan.h fold_splits).
+  bool const split_rows = w.serving && w.seqlen_q <= 64;
+  if (has_m64 && (w.gqa_packed_decode || split_rows || small || one_triangular_wave)) return {64, block_n};
   if (head_dim == 64 && !w.serving) {  // (packed decode returned above)
     int64_t const tiles192 = ceil_div(w.seqlen_q, 192) * w.sequences;
     bool const fewer_row_waves =
@@ -189,7 +195,9 @@ inline CallShape call_shape(const Problem& p) {
   w.gqa_packed_decode = packs_gqa(p);
   w.triangular = triangular_costs(p);
   w.unmasked = !p.has_mask();
-  w.serving = p.has_per_seq_lengths();
+  // Serving calls, and plain calls that split their keys: both run the
+  // serving tiles (split_calls.h).
+  w.serving = p.has_per_seq_lengths() || split_shape(p).max_splits > 1;
   return w;
 }
 

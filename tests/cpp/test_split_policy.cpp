@@ -3,6 +3,8 @@
 // a batch can hold. Pure host arithmetic, so it runs on every machine.
 #include <gtest/gtest.h>
 
+#include "common/problem.h"
+#include "sm90/split_calls.h"
 #include "sm90/split_policy.h"
 
 namespace fctest {
@@ -57,6 +59,56 @@ TEST(SplitPolicy, BoundCoversEveryShorterSequence) {
       ASSERT_LE(most, split_chunks_bound(kKeys, max_chunks, keys)) << "max_chunks " << max_chunks << " keys " << keys;
     }
   }
+}
+
+// Which calls split (src/sm90/split_calls.h): serving calls of at most 64
+// rows a sequence (any varlen call), and plain calls of at most 64 rows after
+// GQA packing at head dims 64 and 128; never head dim 256.
+flashcore::Problem decode(int64_t batch, int64_t hq, int64_t hkv, int64_t sq, int64_t sk, int64_t d) {
+  flashcore::Problem p;
+  p.batch = batch, p.heads_q = hq, p.heads_kv = hkv, p.seqlen_q = sq, p.seqlen_k = sk, p.head_dim = d;
+  return p;
+}
+
+TEST(SplitPolicy, PlainCallsOfAtMost64RowsSplitAtHeadDims64And128) {
+  EXPECT_TRUE(may_split_keys(decode(1, 32, 8, 1, 4096, 128)));    // GQA-packed decode: 4 rows
+  EXPECT_TRUE(may_split_keys(decode(1, 16, 16, 64, 4096, 64)));   // a 64-row chunk
+  EXPECT_FALSE(may_split_keys(decode(1, 16, 16, 65, 4096, 64)));  // 65 rows
+  EXPECT_FALSE(may_split_keys(decode(1, 128, 1, 1, 4096, 128)));  // packed: 128 rows
+  EXPECT_FALSE(may_split_keys(decode(1, 16, 16, 1, 4096, 96)));   // no 64-row tile: no one-CTA schedule
+  EXPECT_FALSE(may_split_keys(decode(1, 16, 16, 1, 4096, 256)));  // no serving kernel
+  flashcore::Problem varlen = decode(4, 16, 16, 900, 4096, 96);
+  varlen.varlen_q = varlen.varlen_k = true;
+  EXPECT_TRUE(may_split_keys(varlen));  // its short sequences may split, whatever the longest
+}
+
+TEST(SplitPolicy, SplitShapeFollowsTheLengthAndTheOverride) {
+  SplitShape s = split_shape(decode(1, 32, 8, 1, 4096, 128));
+  EXPECT_EQ(s.split_keys, kSplitMinKeys);
+  EXPECT_EQ(s.max_chunks, 16);  // 128 tiles over 8 KV heads
+  EXPECT_EQ(s.max_splits, 16);
+  EXPECT_EQ(split_shape(decode(1, 32, 8, 1, 256, 128)).max_splits, 1);  // one chunk: no split
+  flashcore::Problem off = decode(1, 32, 8, 1, 4096, 128);
+  off.config.num_splits = 1;
+  EXPECT_EQ(split_shape(off).max_splits, 1);
+  flashcore::Problem five = decode(1, 32, 8, 1, 4096, 128);
+  five.config.num_splits = 5;  // 820 keys, rounded up to 896: 5 chunks
+  s = split_shape(five);
+  EXPECT_EQ(s.split_keys, 896);
+  EXPECT_EQ(s.max_chunks, 0);
+  EXPECT_EQ(s.max_splits, 5);
+}
+
+// The schedule of a split call (split_calls.h fold_split_chunks): in one CTA
+// once the (sequence, head) tiles alone give half of the SMs a tile, and
+// only with 64-row tiles.
+TEST(SplitPolicy, ChunksRunInOneCtaOnceTheSequencesFillHalfTheGpu) {
+  constexpr int kSms = 132;
+  EXPECT_FALSE(fold_split_chunks(1, 8, 64, kSms));   // batch-1 decode, 8 KV heads: across CTAs
+  EXPECT_FALSE(fold_split_chunks(8, 8, 64, kSms));   // 64 tiles
+  EXPECT_TRUE(fold_split_chunks(9, 8, 64, kSms));    // 72 tiles
+  EXPECT_TRUE(fold_split_chunks(16, 8, 64, kSms));   // the decode suite's batch 16
+  EXPECT_FALSE(fold_split_chunks(64, 8, 128, kSms));  // 128-row tiles cannot fold
 }
 
 }  // namespace

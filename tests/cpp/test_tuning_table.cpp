@@ -169,6 +169,19 @@ TEST(TuningTable, CallShapeReadsTheProblem) {
   EXPECT_TRUE(w.serving && w.unmasked);
   EXPECT_EQ(block_m(64, w), 128);  // no 192-row serving tile
 
+  // Serving calls of at most 64 rows a sequence: 64-row tiles, the ones that
+  // can run split-KV in one CTA (splitkv_plan.h fold_splits); not at head
+  // dim 96, which has no 64-row tile.
+  flashcore::Problem varlen_decode = problem(64, 32, 8, 1, 4096);
+  varlen_decode.varlen_q = varlen_decode.varlen_k = true;
+  w = call_shape(varlen_decode);
+  EXPECT_TRUE(w.serving && !w.gqa_packed_decode);
+  EXPECT_EQ(block_m(64, w), 64);
+  EXPECT_EQ(block_m(128, w), 64);
+  EXPECT_EQ(block_m(96, w), 128);
+  varlen_decode.seqlen_q = 65;
+  EXPECT_EQ(block_m(128, call_shape(varlen_decode)), 128);
+
   flashcore::Problem decode = problem(64, 32, 8, 1, 4096);
   w = call_shape(decode);
   EXPECT_TRUE(w.gqa_packed_decode);

@@ -84,10 +84,10 @@ struct Result {
 
 // One call (plain or serving): workspace, poisoned outputs, the call, the results.
 void run_call(AttentionArgs& a, int num_splits, DeviceTensor& dout, DeviceTensor& dlse, std::vector<double>& o,
-              std::vector<double>& l) {
+              std::vector<double>& l, bool workspace = true) {
   a.config.num_splits = num_splits;
   Workspace ws;
-  ws.attach(a);
+  if (workspace) ws.attach(a);
   dout.poison();
   dlse.poison();
   flashcore::Status st = flashcore::attention_forward(a);
@@ -97,8 +97,15 @@ void run_call(AttentionArgs& a, int num_splits, DeviceTensor& dout, DeviceTensor
   l = dlse.to_vector();
 }
 
-// The plain call on one sequence alone.
-Result run_plain(const Shape& s, const Seq& x) {
+// num_splits: config.num_splits of the call (0: split-KV as dispatch
+// decides, 1: never split: the plain kernel, to which unsplit serving
+// results are compared).
+constexpr int kSplitDefault = 0, kNoSplit = 1;
+
+// The plain call on one sequence alone. Calls of at most 64 query rows split
+// their keys as serving calls do (src/sm90/split_calls.h): across CTAs with
+// a workspace, in one CTA without.
+Result run_plain(const Shape& s, const Seq& x, int num_splits = kNoSplit, bool workspace = true) {
   HostTensor out(s.dtype, 1, s.hq, x.sq, s.d);
   HostTensor lse = make_lse(1, s.hq, x.sq);
   DeviceTensor q(*x.q), k(*x.k), v(*x.v), o(out), l(lse);
@@ -106,7 +113,7 @@ Result run_plain(const Shape& s, const Seq& x) {
   a.q = q.view, a.k = k.view, a.v = v.view, a.out = o.view, a.lse = l.view;
   set_mask(s, a);
   Result r;
-  run_call(a, 0, o, l, r.out, r.lse);
+  run_call(a, num_splits, o, l, r.out, r.lse, workspace);
   return r;
 }
 
@@ -130,10 +137,6 @@ void expect_bitwise(const Result& got, const Result& want, const char* what, int
   for (size_t i = 0; i < got.lse.size(); ++i) bad += !(got.lse[i] == want.lse[i]);
   EXPECT_EQ(bad, 0) << what << ": sequence " << seq << " differs from the plain call in " << bad << " values";
 }
-
-// num_splits: config.num_splits of the serving call (0: split-KV as dispatch
-// decides, 1: never split, so the result is comparable with the plain call).
-constexpr int kSplitDefault = 0, kNoSplit = 1;
 
 // Varlen: all sequences packed (THD); each compared to its plain call.
 std::vector<Result> run_varlen(const Shape& s, const std::vector<Seq>& seqs, int num_splits = kSplitDefault) {
@@ -338,6 +341,46 @@ TEST(Sm90Serving, BatchInvariantVarlenAndPagedDecode) {
   }
 }
 
+// Split-KV runs across CTAs (a sequence alone: its chunks fill the GPU) or
+// in one CTA (a batch whose sequences alone fill it: splitkv_plan.h
+// fold_splits, chunk_fold.h). Both must give the same bits: each sequence of
+// a 17-sequence batch against the same sequence alone, contiguous and paged
+// caches, decode (GQA-packed and not, a sliding window) and 3-row chunks;
+// and plain calls of the same sequences, with and without a workspace.
+TEST(Sm90Serving, SplitKvInOneCtaMatchesAcrossCtasBitwise) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed() + 5);
+  for (Shape s : {Shape{DType::kBFloat16, 32, 8, 128, true}, Shape{DType::kFloat16, 16, 16, 64, false},
+                  Shape{DType::kBFloat16, 8, 2, 128, true, 700}}) {
+    for (int64_t sq : {int64_t(1), int64_t(3)}) {
+      // 17 x 8 (KV or query) heads: at least 2 x 132 tiles folded; alone, 8-32.
+      std::vector<Seq> seqs;
+      for (int64_t sk : {int64_t(5000), int64_t(4096), int64_t(256), int64_t(257), int64_t(3)}) {
+        seqs.push_back(make_seq(s, sq, sk, rng));
+      }
+      while (seqs.size() < 17) seqs.push_back(make_seq(s, sq, std::uniform_int_distribution<int64_t>(3, 5000)(rng), rng));
+      for (int64_t page : {int64_t(0), int64_t(64)}) {
+        std::vector<Result> batch = run_kvcache(s, seqs, page, 0, rng);
+        for (size_t b = 0; b < seqs.size(); ++b) {
+          SCOPED_TRACE("d " + std::to_string(s.d) + " sq " + std::to_string(sq) + " sk " + std::to_string(seqs[b].sk) +
+                       " page " + std::to_string(page));
+          expect_bitwise(batch[b], run_kvcache(s, {seqs[b]}, page, 0, rng)[0], "split-KV in one CTA", int(b));
+        }
+        expect_matches_float64(s, seqs[0], batch[0]);
+      }
+      // Plain calls of the same sequences split them the same way: alone
+      // with a workspace (across CTAs) and without one (in one CTA).
+      for (size_t b : {size_t(0), size_t(1), size_t(3), size_t(9)}) {
+        SCOPED_TRACE("plain call, d " + std::to_string(s.d) + " sq " + std::to_string(sq) + " sk " +
+                     std::to_string(seqs[b].sk));
+        Result const across = run_kvcache(s, {seqs[b]}, 0, 0, rng)[0];
+        expect_bitwise(run_plain(s, seqs[b], kSplitDefault, /*workspace=*/true), across, "plain, workspace", int(b));
+        expect_bitwise(run_plain(s, seqs[b], kSplitDefault, /*workspace=*/false), across, "plain, none", int(b));
+      }
+    }
+  }
+}
+
 // Head dim 256 has no serving kernels yet: a clear error, nothing written.
 TEST(Sm90Serving, PagedAndVarlenHeadDim256AreRefused) {
   SKIP_WITHOUT_GPU();
@@ -356,7 +399,7 @@ TEST(Sm90Serving, PagedAndVarlenHeadDim256AreRefused) {
 
 // Small serving shapes for compute-sanitizer (scripts/gpu-check runs
 // memcheck, racecheck and synccheck on *SanitizerSubset*): varlen tails,
-// paged pages of 16 with append, split-KV decode.
+// paged pages of 16 with append, split-KV decode across CTAs and in one.
 TEST(Sm90Serving, SanitizerSubset) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed() + 4);
@@ -367,6 +410,11 @@ TEST(Sm90Serving, SanitizerSubset) {
   std::vector<Seq> dec = make_batch(s, {{2, 40}, {2, 530}}, rng);
   std::vector<Result> paged = run_kvcache(s, dec, 16, 2, rng);  // the second one splits
   for (size_t b = 0; b < dec.size(); ++b) expect_matches_float64(s, dec[b], paged[b]);
+  // The second sequence as a plain call: its chunks in one CTA (no
+  // workspace: chunk_fold.h's shared-memory merge) and across CTAs.
+  Result const folded = run_plain(s, dec[1], kSplitDefault, /*workspace=*/false);
+  expect_matches_float64(s, dec[1], folded);
+  expect_bitwise(folded, run_plain(s, dec[1], kSplitDefault, /*workspace=*/true), "plain, in one CTA", 1);
 }
 
 }  // namespace

@@ -192,7 +192,7 @@ def _record_native_calls(monkeypatch):
 
     def spy_ptrs(*a):
         calls.append(dict(path="fast", ptrs=[a[0], a[4], a[8], a[12]],
-                          strides=[tuple(a[2]), tuple(a[6]), tuple(a[10]), tuple(a[14])], stream=a[-1]))
+                          strides=[tuple(a[2]), tuple(a[6]), tuple(a[10]), tuple(a[14])], stream=a[-2]))
         return real_ptrs(*a)
 
     monkeypatch.setattr(flashcore._C, "attention_forward", spy)

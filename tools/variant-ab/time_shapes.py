@@ -72,7 +72,18 @@ BASE = [
     ("cB4S4096D256", "bf16", 4, 8, 4096, 256, True, ("n64",)),
     ("cB2S8192D256", "bf16", 2, 8, 8192, 256, True, ()),
     ("cB1S16384D256", "bf16", 1, 8, 16384, 256, True, ()),
+    # decode, bf16, 32 query heads on 8 KV heads, head dim 128: the cache
+    # entry (kv*, a contiguous BSHD cache) and the plain entry (d*); the
+    # causal field names the entry point
+    ("kvB1S4096", "bf16", 1, 32, 4096, 128, "kv", ()),
+    ("kvB1S32768", "bf16", 1, 32, 32768, 128, "kv", ()),
+    ("kvB16S4096", "bf16", 16, 32, 4096, 128, "kv", ()),
+    ("kvB64S4096", "bf16", 64, 32, 4096, 128, "kv", ()),
+    ("dB1S4096", "bf16", 1, 32, 4096, 128, "plain", ()),
+    ("dB1S32768", "bf16", 1, 32, 32768, 128, "plain", ()),
+    ("dB16S4096", "bf16", 16, 32, 4096, 128, "plain", ()),
 ]
+DECODE_KV_HEADS = 8  # of the decode rows
 
 
 def _override(o):
@@ -134,17 +145,34 @@ def main():
     for tag, dt, B, H, S, D, causal, bm, bn in SHAPES:
         if only and tag not in only:
             continue
-        small = B * H * S * S * D < 2**31
-        sets = 4 if small else 1
-        t = [torch.randn(B, H, S, D, device="cuda", dtype=dtypes[dt]) for _ in range(3 * sets)]
-        o = torch.empty(B, H, S, D, device="cuda", dtype=dtypes[dt])
+        decode = causal in ("kv", "plain")
+        if decode:  # one query a sequence, S keys, timed in graphs over enough sets to miss L2 (50 MB)
+            hk = DECODE_KV_HEADS
+            small, sets = True, min(8, -(-96 * 2**20 // (2 * B * hk * S * D * 2)))
+            t = [torch.randn(B, h, sq, D, device="cuda", dtype=dtypes[dt])
+                 for _ in range(sets) for h, sq in ((H, 1), (hk, S), (hk, S))]
+            o = torch.empty(B, H, 1, D, device="cuda", dtype=dtypes[dt])
+            # The cache entry gets BSHD copies of the same inputs.
+            cache = [x.transpose(1, 2).contiguous() for x in t]
+            lens = torch.full((B,), S, dtype=torch.int32, device="cuda")
+            o_bshd = torch.empty(B, 1, H, D, device="cuda", dtype=dtypes[dt])
+        else:
+            small = B * H * S * S * D < 2**31
+            sets = 4 if small else 1
+            t = [torch.randn(B, H, S, D, device="cuda", dtype=dtypes[dt]) for _ in range(3 * sets)]
+            o = torch.empty(B, H, S, D, device="cuda", dtype=dtypes[dt])
 
         def fc(i):
-            return flashcore.attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], causal=causal, out=o, block_m=bm, block_n=bn)
+            if causal == "kv":
+                return flashcore.attention_with_kvcache(cache[3 * i], cache[3 * i + 1], cache[3 * i + 2], lens,
+                                                        out=o_bshd).transpose(1, 2)
+            return flashcore.attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], causal=causal is True, out=o,
+                                       block_m=bm, block_n=bn)
 
         def cudnn(i):
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return F.scaled_dot_product_attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], is_causal=causal)
+                return F.scaled_dot_product_attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], is_causal=causal is True,
+                                                      enable_gqa=decode)
 
         try:
             got = fc(0).float()
