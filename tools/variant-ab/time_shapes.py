@@ -3,7 +3,8 @@ PYTHONPATH) and SDPA's cuDNN backend on the same inputs, shape by shape, and
 prints one line: `variant tag:flashcore_us/cudnn_us=ratio ...`.
 
 Small shapes: CUDA graph of 20 calls over 4 input sets (L2-resident), median
-of 60 replays; large ones: events around each call, median of $TRIALS (200,
+of 60 replays; decode rows (kv*: the KV-cache entry, d*: the plain entry):
+graphs over enough input sets to miss L2; large ones: events around each call, median of $TRIALS (200,
 the benchmark's count: with 25 the card ran ~100 MHz faster and a 1-4%
 difference between two head-dim-256 kernels changed sign, docs/kernels.md). Each
 output is first checked against cuDNN's (relative Frobenius error < 2e-2, a
