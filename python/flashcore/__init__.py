@@ -448,7 +448,9 @@ def attention(
         block_n=cfg[1],
         num_splits=cfg[2],
         stream=stream_value,
-        alloc_workspace=_plain_workspace(lib, q, k, bshd, None if stream is None else stream_value),
+        # Called only if the call splits its keys across CTAs (src/sm90/split_calls.h
+        # decides); without one such a call runs its chunks in one CTA.
+        alloc_workspace=_workspace_allocator(lib, q, None if stream is None else stream_value),
     )
     if lib == "jax":
         out, lse = _jax_results(out, lse)
@@ -457,19 +459,6 @@ def attention(
     return out
 
 
-def _plain_workspace(lib, q, k, bshd, stream_value=None):
-    """The split-KV workspace allocator for a plain call that may split its
-    keys (at most 64 query rows, more than 256 keys, head dim 64 or 128:
-    src/sm90/split_calls.h decides exactly), or None (torch_ops has the
-    PyTorch twin). Without one such a call runs its chunks in one CTA."""
-    sq, sk = (q.shape[1], k.shape[1]) if bshd else (q.shape[2], k.shape[2])
-    if sq > 64 or sk <= 256 or q.shape[3] not in (64, 128):
-        return None
-    from .serving import _workspace_allocator
-
-    return _workspace_allocator(lib, q, stream_value)
-
-
-from .serving import attention_varlen, attention_with_kvcache  # noqa: E402 (uses the helpers above)
+from .serving import _workspace_allocator, attention_varlen, attention_with_kvcache  # noqa: E402 (uses the helpers above)
 
 __all__ += ["attention_varlen", "attention_with_kvcache"]

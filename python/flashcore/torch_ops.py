@@ -37,7 +37,7 @@ import torch
 from torch import Tensor
 
 from . import _C
-from . import _plain_workspace  # the split-KV workspace of plain calls that may split
+from .serving import _workspace_allocator  # the split-KV workspace, called only by calls that split across CTAs
 
 __all__ = ["attention", "attention_out", "attention_into"]
 
@@ -85,7 +85,7 @@ def _launch(q, k, v, out, lse, causal, scale, window_left, window_right, bshd,
         with torch.cuda.device(device):
             stream = torch.cuda.current_stream(device).cuda_stream
             _C.attention_forward(*args, lse_arg, stream=int(stream),
-                                 alloc_workspace=_plain_workspace("torch", q, k, bshd), **kwargs)
+                                 alloc_workspace=_workspace_allocator("torch", q), **kwargs)
     else:
         _C.attention_forward(*args, lse_arg, stream=0, **kwargs)
 
@@ -302,7 +302,7 @@ def _launch_ptrs(q, k, v, out, code, causal, scale, window_left, window_right, b
         out.data_ptr(), out.shape, out.stride(), out.get_device(),
         0 if lse is None else lse.data_ptr(), code, scale, causal,
         window_left, window_right, bshd, block_m, block_n, num_splits, stream,
-        (dev >= 0 and _plain_workspace("torch", q, k, bshd)) or False)
+        _workspace_allocator("torch", q) if dev >= 0 else False)
     return (out, lse) if return_lse else out
 
 

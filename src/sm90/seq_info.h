@@ -37,10 +37,6 @@ CUTE_DEVICE int32_t load_index(const int32_t* p) {
   return v;
 }
 
-// Rows of a tile that still qualify for split-KV (the smallest block_m, so
-// the choice never depends on the tile shape dispatch picked).
-constexpr int kSplitMaxRows = 64;
-
 struct SeqParams {
   // Uniform sizes (plain calls) or upper bounds (serving calls).
   int32_t seqlen_q = 0;   // rows per sequence (after GQA packing: the group)

@@ -158,7 +158,7 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
   // lets small batches spread over the GPU. Serving calls have always
   // needed one: for them its absence is an error.
   bool const has_workspace = args.workspace != nullptr && args.workspace_bytes >= plan.split.bytes;
-  if (plan.split.bytes > 0 && !has_workspace && !per_seq && tile.block_m == kSplitRowsMax) {
+  if (plan.split.bytes > 0 && !has_workspace && !per_seq && tile.block_m == kSplitMaxRows) {
     plan.split = folded(plan.split);
   }
   // Calls that split, and serving calls, run the serving variant of the tile

@@ -16,16 +16,14 @@
 
 namespace flashcore::sm90 {
 
-constexpr int64_t kSplitRowsMax = 64;  // seq_info.h kSplitMaxRows, the smallest block_m
-
 // Query rows a tile holds per sequence: the group when GQA-packed (the
 // longest sequence's for varlen).
 inline int64_t rows_per_sequence(const Problem& p) { return packs_gqa(p) ? p.group() : p.seqlen_q; }
 
 inline bool may_split_keys(const Problem& p) {
   if (p.head_dim > 128) return false;  // no serving kernels
-  if (p.has_per_seq_lengths()) return p.varlen_q || rows_per_sequence(p) <= kSplitRowsMax;
-  return (p.head_dim == 64 || p.head_dim == 128) && rows_per_sequence(p) <= kSplitRowsMax;
+  if (p.has_per_seq_lengths()) return p.varlen_q || rows_per_sequence(p) <= kSplitMaxRows;
+  return (p.head_dim == 64 || p.head_dim == 128) && rows_per_sequence(p) <= kSplitMaxRows;
 }
 
 // How a call's sequences are cut (split_policy.h): chunks of split_keys
@@ -60,7 +58,7 @@ inline SplitShape split_shape(const Problem& p) {
 // the batch. `heads` are the heads the kernel sees (KV heads when
 // GQA-packed).
 inline bool fold_split_chunks(int64_t batch, int64_t heads, int block_m, int num_sms) {
-  return block_m == kSplitRowsMax && 2 * batch * heads >= num_sms;
+  return block_m == kSplitMaxRows && 2 * batch * heads >= num_sms;
 }
 
 }  // namespace flashcore::sm90

@@ -34,6 +34,10 @@ namespace flashcore::sm90 {
 constexpr int64_t kSplitMinKeys = 256;  // 2 key blocks of 128: a multiple of every block_n
 constexpr int64_t kSplitOverrideUnit = 128;  // chunk sizes of the num_splits override are multiples of this
 constexpr int64_t kSplitTargetTiles = 128;
+// Query rows a sequence may have (after GQA packing) and still split: the
+// smallest block_m, so the choice never depends on the tile dispatch picked,
+// and the only tiles that can also run the chunks in one CTA (chunk_fold.h).
+constexpr int kSplitMaxRows = 64;
 
 // Chunk limit of auto mode for a call with `heads` KV heads.
 FLASHCORE_HOST_DEVICE int64_t split_max_chunks_for_heads(int64_t heads) {

@@ -27,8 +27,6 @@ struct SplitPlan {
   bool fold = false;
 };
 
-static_assert(kSplitRowsMax == kSplitMaxRows, "split_calls.h and seq_info.h agree on the rows that split");
-
 inline SplitPlan plan_split(const Problem& p) {
   SplitShape const shape = split_shape(p);
   if (shape.max_splits <= 1) return SplitPlan{};  // no split, no workspace, no combine

@@ -115,7 +115,7 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
   // Serving calls whose sequences have at most 64 rows (decode, short
   // chunks) may split their keys, which only 64-row tiles can also do in
   // one CTA (splitkv_plan.h fold_splits).
-  bool const split_rows = w.serving && w.seqlen_q <= 64;
+  bool const split_rows = w.serving && w.seqlen_q <= kSplitMaxRows;
   if (has_m64 && (w.gqa_packed_decode || split_rows || small || one_triangular_wave)) return {64, block_n};
   if (head_dim == 64 && !w.serving) {  // (packed decode returned above)
     int64_t const tiles192 = ceil_div(w.seqlen_q, 192) * w.sequences;
