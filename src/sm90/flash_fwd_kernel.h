@@ -97,26 +97,47 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     typename Traits::PipelineState read_state;
     StaticTileScheduler<KernelParams<Traits>> scheduler{params};
 
+    Tensor tSrS = Mma::make_fragment_s();
+    typename Mma::Ahead ahead;
+
     Mma::prime_turns(mma_thread);
     int iter = 0, q_iter = 0;
+    if constexpr (Traits::kIssueAhead) {
+      // The first tile's first Q·Kᵀ (Mma::Ahead: every tile starts with its
+      // own in flight). Plain kernels: every tile is active and has a key
+      // block, so tile i uses Q buffer i % 2 and q_iter follows iter.
+      if (scheduler.valid(scheduler.tile_at(0))) {
+        storage.barrier_q[0].wait(0);
+        Mma::issue_first_qk(storage, pipeline_k, read_state, Traits::q_buffer(storage, 0), mma_thread, tSrS);
+      }
+    }
     for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
       TileCoord t = scheduler.decode(tile);
       SeqInfo const si = seq_info<Traits::kServing>(params.seq, t.batch);
-      TileWork const w = tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing>(params.seq, si, t.unit);
-      if (!w.active) continue;  // the producer skips the same tiles
+      TileWork const w =
+          tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing, Traits::kIssueAhead>(params.seq, si, t.unit);
+      if (!Traits::kIssueAhead && !w.active) continue;  // the producer skips the same tiles
       BlockMask<Traits::kBlockM, Traits::kBlockN> mask{si.seqlen_q, si.seqlen_k, params.seq.window_left,
                                                        params.seq.window_right};
       typename Mma::Softmax softmax(params.scale_log2);
-      clear(tOrO);
+      if constexpr (!Traits::kIssueAhead) clear(tOrO);  // else in run, after its first wait
       int const qb = q_iter % Traits::kQStages;
       auto* q_smem = Traits::q_buffer(storage, q_iter);
-      storage.barrier_q[qb].wait((q_iter / Traits::kQStages) & 1);
+      if constexpr (Traits::kIssueAhead) {
+        bool const has_next = scheduler.valid(scheduler.tile_at(iter + 1));
+        ahead.has_next = has_next;
+        ahead.q_smem = has_next ? Traits::q_buffer(storage, q_iter + 1) : q_smem;
+        ahead.q_stage = (q_iter + 1) % Traits::kQStages;
+        ahead.q_phase = ((q_iter + 1) / Traits::kQStages) & 1;
+      } else {
+        storage.barrier_q[qb].wait((q_iter / Traits::kQStages) & 1);
+      }
       ++q_iter;
-      bool const has_blocks = w.n_begin < w.n_end;
+      bool const has_blocks = Traits::kIssueAhead || w.n_begin < w.n_end;
       Fold fold(storage.smem_fold.data(), mma_thread, w.fold_blocks, w.n_end - 1);
       if (has_blocks) {
         Mma::run(mask, storage, pipeline_k, pipeline_v, read_state, q_smem, mma_thread, w.m_block, w.n_begin,
-                 w.n_end, tOrO, softmax, storage.barrier_q_free[qb], fold);
+                 w.n_end, tOrO, tSrS, softmax, storage.barrier_q_free[qb], fold, ahead);
       }
       // All Q·Kᵀ of this tile done (run released the buffer itself if kEarlyQFree).
       if constexpr (!Traits::kOThroughQ) {
@@ -131,6 +152,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
       Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, q_smem, mma_thread, t, si, w);
     }
+    // The last tile's "next" Q·Kᵀ, on data nobody reads.
+    if constexpr (Traits::kIssueAhead) warpgroup_wait<0>();
     Epilogue<Traits>::drain(mma_thread);
   }
 }

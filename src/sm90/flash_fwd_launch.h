@@ -84,8 +84,11 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   using Element = typename Traits::Element;
   using namespace cute;
 
-  // With no keys at all no key block is ever loaded, but a TMA descriptor
-  // still needs a non-empty box and a valid address: describe one row of Q instead.
+  // With no keys at all a TMA descriptor still needs a non-empty box and a
+  // valid address: describe one row of Q instead. Only the kernels that visit
+  // one masked key block in a fully masked query block (kernel_traits.h
+  // kIssueAhead) load from it: that row, the rest of the box zero-filled by
+  // TMA, every score masked.
   bool const no_keys = args.k.shape[2] == 0 || args.k.shape[0] == 0;
   const TensorView& k = no_keys ? args.q : args.k;
   const TensorView& v = no_keys ? args.q : args.v;

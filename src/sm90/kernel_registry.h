@@ -17,6 +17,7 @@ struct KernelEntry {
   int head_dim, block_m, block_n, stages;
   bool serving;   // the serving variant (varlen, KV cache, paged, split-KV)
   int cluster_m;  // 2: K/V multicast over pairs of CTAs (kernel_traits.h kClusterM)
+  bool fold;      // serving, 64 rows: also runs split chunks in one CTA (kernel_traits.h kFold_)
   LaunchFn launch;
   const char* name;
 };
@@ -28,7 +29,7 @@ const KernelEntry* kernel_table(int* count);
 // has one stage count (tools/gen_sm90_kernels.py asserts it), so the tile
 // names the kernel.
 const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving,
-                               int cluster_m = 1);
+                               int cluster_m = 1, bool fold = false);
 
 // Launches kernel `e` for a plain (unsplit) call on a validated problem,
 // bypassing dispatch: how tests run every compiled variant.

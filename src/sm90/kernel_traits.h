@@ -33,8 +33,14 @@ using namespace cute;
 // (mainloop_load.h; pairs from two heads: kPairsMayStraddle). Only for plain
 // calls without a mask whose tiles pair up (flash_fwd_launch.h refuses the
 // rest; dispatch: tuning_table.h).
+//
+// kFold_: a one-warpgroup serving kernel that can also run a split
+// sequence's chunks in one CTA (chunk_fold.h). The same tile without it
+// serves every other serving call (across-CTA chunks, unsplit varlen and
+// KV-cache calls): the fold's code, even where it does not run, cost about
+// 0.3 us of a 14 us batch-1 decode (bench/results/2026-11-26-h100/ab2-*).
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kServing_ = false,
-          int kClusterM_ = 1>
+          int kClusterM_ = 1, bool kFold_ = false>
 struct KernelTraits {
   using Element = Element_;
   static constexpr bool kServing = kServing_;
@@ -163,6 +169,23 @@ struct KernelTraits {
   // Where O is staged: nowhere but Q's buffer, whose next Q then waits for the store.
   static constexpr bool kOThroughQ = !kSeparateO && !kHalfO;
   static constexpr int kQStages = kSeparateO && int(3 * kBytesQ) + kBytesKVRing <= kSmemBudget ? 2 : 1;
+  // The next tile's first Q·Kᵀ issued in this tile's last turn, with its
+  // last P·V (mainloop_mma.h, Ahead): the epilogue then runs under that
+  // product, and a tile no longer starts with a lone Q·Kᵀ. It needs the next
+  // tile's Q in a second buffer, and every tile to take the same path
+  // (seq_info.h tile_work kOneBlockAtLeast), which plain kernels allow.
+  // Head dim 64's 128-row kernel only. Same-run A/B on an H100, two rounds,
+  // output bits identical (bench/results/2026-11-26b-h100/ab1-*): causal
+  // 512 and 1k tokens (its cells) 2.3-2.8% faster; the 192-row kernels 1.4-4%
+  // slower causal from 2k tokens and level to 1% slower without a mask. At
+  // head dim 128 it was 1.5-7% slower, at 64 rows up to 8%
+  // (bench/results/2026-11-25-h100, ahead). FLASHCORE_ISSUE_AHEAD=0 builds
+  // without it (same bits: the A/B baseline).
+#ifndef FLASHCORE_ISSUE_AHEAD
+#define FLASHCORE_ISSUE_AHEAD 1
+#endif
+  static constexpr bool kIssueAhead =
+      FLASHCORE_ISSUE_AHEAD && !kServing && kHeadDim == 64 && kBlockM == 128 && kQStages == 2;
 
   // O's store unit. With a buffer of its own, each consumer warpgroup stages
   // and stores its own 64 rows (one TMA store each, a named barrier over the
@@ -234,9 +257,16 @@ struct KernelTraits {
     return get_nonswizzle_portion(SmemLayoutVt{})(make_coord(0, i * kChunk, stage));
   }
 
-  // Split-KV in one CTA (chunk_fold.h): the one-warpgroup serving kernels
-  // keep the merged O of a split sequence's chunks in shared memory.
-  static constexpr bool kFoldSplits = kServing && kNumMmaWarpGroups == 1;
+  // Split-KV in one CTA (chunk_fold.h): the fold variant of a one-warpgroup
+  // serving kernel keeps the merged O of a split sequence's chunks in
+  // shared memory.
+  static constexpr bool kFoldSplits = kFold_;
+  static_assert(!kFold_ || (kServing && kNumMmaWarpGroups == 1), "the fold: one-warpgroup serving kernels");
+  // The softmax's arithmetic as explicit intrinsics (softmax.h kPinned): in
+  // every one-warpgroup serving kernel, with the fold or not, so a chunk's
+  // partial result has the same bits whichever kernel computes it (the fold,
+  // or a tile of the across-CTA schedule whose partials the combine merges).
+  static constexpr bool kPinnedSoftmax = kServing && kNumMmaWarpGroups == 1;
   static constexpr int kFoldElems = kFoldSplits ? kBlockM * kHeadDim : 4;
 
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;

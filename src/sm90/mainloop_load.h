@@ -83,7 +83,8 @@ struct MainloopLoad {
     for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
       TileCoord t = scheduler.decode(tile);
       SeqInfo const si = seq_info<Traits::kServing>(seq, t.batch);
-      TileWork const w = tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing>(seq, si, t.unit);
+      TileWork const w =
+          tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing, Traits::kIssueAhead>(seq, si, t.unit);
       if (!w.active) continue;
       int head_kv = t.head / params.group;
       Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, t.head, varlen_q ? 0 : t.batch)),

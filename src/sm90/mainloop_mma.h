@@ -85,7 +85,47 @@ struct MainloopMma {
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
   static constexpr int kRows = 2;
-  using Softmax = OnlineSoftmax<kRows, Traits::kFoldSplits>;  // pinned arithmetic where the fold is (softmax.h)
+  using Softmax = OnlineSoftmax<kRows, Traits::kPinnedSoftmax>;  // kernel_traits.h
+
+  // The next tile's first Q·Kᵀ, issued in this tile's last turn right after
+  // its last P·V (Traits::kIssueAhead): the warpgroup writes this tile's O
+  // while that product runs, and the next tile starts like any other key
+  // block instead of with a lone Q·Kᵀ. Every tile then takes the same path
+  // (which ptxas needs to keep the WGMMAs asynchronous: a join of paths where
+  // the scores are and are not in flight makes it copy the registers and
+  // serialize every WGMMA, C7515): the first tile's first Q·Kᵀ is issued
+  // before the tile loop (issue_first_qk), the last tile's "next" one on
+  // this tile's Q and a K stage nobody fills again (never read), and a fully
+  // masked query block visits one masked key block (seq_info.h tile_work).
+  struct Ahead {
+    Element* q_smem = nullptr;     // the next tile's Q (the last tile: its own)
+    bool has_next = false;         // false: the Q·Kᵀ runs on stale data, never read
+    int q_stage = 0, q_phase = 0;  // the barrier the next tile's Q lands on
+  };
+
+  // The scores' accumulator: created by the caller, as with kIssueAhead it
+  // carries a Q·Kᵀ in flight from one tile to the next.
+  CUTE_DEVICE static auto make_fragment_s() {
+    typename Traits::TiledMmaQK tiled_mma_qk;
+    return partition_fragment_C(tiled_mma_qk, select<0, 1>(typename Traits::TileShapeQK{}));
+  }
+
+  // kIssueAhead, before the first tile: its first Q·Kᵀ, in its own turn.
+  template <class FragS>
+  CUTE_DEVICE static void issue_first_qk(Storage& storage, PipelineKV& pipeline_k, PipelineState const& read_state,
+                                         Element* q_smem, int mma_thread, FragS& tSrS) {
+    typename Traits::TiledMmaQK tiled_mma_qk;
+    auto thr_qk = tiled_mma_qk.get_thread_slice(mma_thread);
+    Tensor sQ = make_tensor(make_smem_ptr(q_smem), typename Traits::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
+    Tensor tSrQ = thr_qk.partition_fragment_A(sQ);
+    Tensor tSrK = thr_qk.partition_fragment_B(sK);
+    pipeline_k.consumer_wait(read_state);
+    int const wg = mma_thread / cutlass::NumThreadsPerWarpGroup;
+    cutlass::arch::NamedBarrier::sync(2 * cutlass::NumThreadsPerWarpGroup, kTurnBarrier + wg);
+    wgmma_tile</*zero_init=*/true, /*wait=*/-1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
+    cutlass::arch::NamedBarrier::arrive(2 * cutlass::NumThreadsPerWarpGroup, kTurnBarrier + (wg + 1) % kNumWG);
+  }
 
   // Before the first tile: hands the first turn to warpgroup 0.
   CUTE_DEVICE static void prime_turns(int mma_thread) {
@@ -177,12 +217,21 @@ struct MainloopMma {
   // is done, that chunk is merged and O restarts. (Merging before the
   // softmax, behind a wait of its own, made ptxas serialize every WGMMA:
   // C7514.) The last chunk is merged by the caller.
-  template <class FragO, class Fold>
+  //
+  // With Traits::kIssueAhead the tile's first Q·Kᵀ is already in flight into
+  // tSrS_ahead, and run returns with the next tile's in flight (Ahead); O is
+  // cleared here, after the first wait, and must not be written until then.
+  // The other kernels keep their scores in run's own fragment (a caller's,
+  // live across tiles, made ptxas spill 4 bytes in head dim 64's 192-row
+  // multicast kernel).
+  template <class FragO, class FragS, class Fold>
   CUTE_DEVICE static void run(BlockMask<kBlockM, kBlockN> const& mask, Storage& storage,
                               PipelineKV& pipeline_k, PipelineKV& pipeline_v, PipelineState& read_state,
                               Element* q_smem, int mma_thread, int m_block, int n_min, int n_max, FragO& tOrO,
-                              Softmax& softmax, cutlass::arch::ClusterBarrier& q_free, Fold& fold) {
+                              FragS& tSrS_ahead, Softmax& softmax, cutlass::arch::ClusterBarrier& q_free, Fold& fold,
+                              Ahead const& ahead) {
     static_assert(!Fold::kEnabled || kOverlapSoftmax, "the chunk fold is placed in the one-warpgroup loop");
+    static_assert(!Traits::kIssueAhead || (Traits::kPingPong && !kEarlyQFree && !Fold::kEnabled && !kSplitPV));
     typename Traits::TiledMmaQK tiled_mma_qk;
     typename Traits::TiledMmaPV tiled_mma_pv;
     auto thr_qk = tiled_mma_qk.get_thread_slice(mma_thread);
@@ -195,7 +244,8 @@ struct MainloopMma {
     Tensor tSrK = thr_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stages)
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stages)
 
-    Tensor tSrS = partition_fragment_C(tiled_mma_qk, select<0, 1>(typename Traits::TileShapeQK{}));
+    FragS tSrS_own = make_fragment_s();
+    FragS& tSrS = Traits::kIssueAhead ? tSrS_ahead : tSrS_own;
     Tensor s_rc = make_tensor(tSrS.data(), acc_layout_rowcol(tSrS.layout()));
     Tensor o_rc = make_tensor(tOrO.data(), acc_layout_rowcol(tOrO.layout()));
     Tensor cS = make_identity_tensor(select<0, 1>(typename Traits::TileShapeQK{}));
@@ -223,11 +273,17 @@ struct MainloopMma {
 
     // First (last-in-sequence) key block: S, mask, softmax.
     int n = n_max - 1;
-    pipeline_k.consumer_wait(read_state);
-    turn_begin();
-    wgmma_tile</*zero_init=*/true, /*wait=*/-1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
-    turn_end();
+    if constexpr (!Traits::kIssueAhead) {
+      pipeline_k.consumer_wait(read_state);
+      turn_begin();
+      wgmma_tile</*zero_init=*/true, /*wait=*/-1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
+      turn_end();
+    }
     warpgroup_wait<0>();
+    if constexpr (Traits::kIssueAhead) {
+      warpgroup_fence_operand(tSrS);
+      clear(tOrO);
+    }
     release(pipeline_k, storage.pipeline_k, read_state, mma_thread);
     // Q·Kᵀ of key block n done: after the tile's last one, Q's buffer is free.
     auto q_read = [&](int n_done) {
@@ -292,7 +348,23 @@ struct MainloopMma {
     }
 
     pipeline_v.consumer_wait(read_state);
-    if constexpr (kSplitPV) {
+    if constexpr (Traits::kIssueAhead) {
+      // This tile's last P·V and the next tile's first Q·Kᵀ, in one turn.
+      PipelineState next_state = read_state;
+      ++next_state;
+      if (ahead.has_next) {
+        storage.barrier_q[ahead.q_stage].wait(ahead.q_phase);
+        pipeline_k.consumer_wait(next_state);
+      }
+      Tensor tSrQn = thr_qk.partition_fragment_A(make_tensor(make_smem_ptr(ahead.q_smem), typename Traits::SmemLayoutQ{}));
+      turn_begin();
+      if constexpr (kRescaleInTurn) rescale_o();
+      wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+      wgmma_tile<true, -1>(tiled_mma_qk, tSrQn, tSrK(_, _, _, next_state.index()), tSrS);
+      turn_end();
+      warpgroup_wait<1>();  // the P·V; the next Q·Kᵀ runs on under the epilogue
+      warpgroup_fence_operand(tOrO);
+    } else if constexpr (kSplitPV) {
       pv_in_halves(tOrP, sVt, read_state.index(), tOrO, rescale, mma_thread);
     } else {
       turn_begin();

@@ -124,7 +124,11 @@ CUTE_DEVICE int num_splits_of(SeqParams const& p, SeqInfo const& s) {
   return hi < 0 ? 1 : split_chunks_for<int32_t>(p.split_keys, p.split_max_chunks, s.seqlen_k, int32_t(hi));
 }
 
-template <int kBlockM, int kBlockN, bool kServing = true>
+// kOneBlockAtLeast: a query block whose rows are all fully masked still
+// visits one key block (every score of it masked: the rows come out as
+// without one, O = 0 and LSE = -inf), so that every tile takes the same path
+// (kernel_traits.h kIssueAhead). The producer and the consumers pass the same.
+template <int kBlockM, int kBlockN, bool kServing = true, bool kOneBlockAtLeast = false>
 CUTE_DEVICE TileWork tile_work(SeqParams const& p, SeqInfo const& s, int u) {
   TileWork w;
   int const rows = s.seqlen_q;
@@ -156,6 +160,7 @@ CUTE_DEVICE TileWork tile_work(SeqParams const& p, SeqInfo const& s, int u) {
   w.active = true;
   w.m_block = u;
   mask.n_block_range(u, w.n_begin, w.n_end);
+  if (kOneBlockAtLeast && w.n_end <= w.n_begin) w.n_end = w.n_begin + 1;
   return w;
 }
 

@@ -26,10 +26,11 @@ const KernelEntry* kernel_table(int* count) {
   return kKernelTable;
 }
 
-const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int cluster_m) {
+const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int cluster_m,
+                               bool fold) {
   for (const KernelEntry& e : kKernelTable) {
     if (e.dtype == dtype && e.head_dim == head_dim && e.block_m == block_m && e.block_n == block_n &&
-        e.serving == serving && e.cluster_m == cluster_m) {
+        e.serving == serving && e.cluster_m == cluster_m && e.fold == fold) {
       return &e;
     }
   }
@@ -46,7 +47,7 @@ Status launch_plain(const KernelEntry& e, const AttentionArgs& args, const Probl
 std::string available_tiles(DType dtype, int head_dim, bool serving) {
   std::string s;
   for (const KernelEntry& e : kKernelTable) {
-    if (e.dtype != dtype || e.head_dim != head_dim || e.serving != serving || e.cluster_m != 1) continue;
+    if (e.dtype != dtype || e.head_dim != head_dim || e.serving != serving || e.cluster_m != 1 || e.fold) continue;
     if (!s.empty()) s += ", ";
     s += "block_m=" + std::to_string(e.block_m) + " block_n=" + std::to_string(e.block_n);
   }
@@ -179,8 +180,9 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
     plan.workspace = args.workspace;
   }
   tile.cluster_m = serving ? 1 : tuned_cluster(p, tile.block_m, tile.block_n);
+  // Only a call that runs its chunks in one CTA takes the kernel with the fold.
   const KernelEntry* k =
-      find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, tile.cluster_m);
+      find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, tile.cluster_m, plan.split.fold);
   if (k == nullptr) {
     return Status(StatusCode::kNotSupported,
                   "no sm90 kernel compiled for " + std::string(dtype_name(p.dtype)) + " head_dim " +

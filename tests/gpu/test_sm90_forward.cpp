@@ -422,6 +422,27 @@ TEST(Sm90Forward, BlockMDoesNotChangeResults) {
     c.seed = data_seed() + uint32_t(d);
     expect_same_bits_across_block_m(c, 64, 128, false);
   }
+  // Head dim 64's 128-row kernel issues each tile's first Q·Kᵀ in the
+  // previous tile's last turn (kernel_traits.h kIssueAhead), and a query
+  // block whose rows are all masked visits one masked key block there:
+  // whole masked 128-row blocks (causal with seqlen_q > seqlen_k, a sliding
+  // window that ends before key 0, no keys at all) among several tiles a
+  // CTA, and many unmasked tiles a CTA; bit for bit the 64-row tiles' output
+  // (zeros with their sign, LSE -inf) and within tolerance of float64.
+  for (int variant = 0; variant < 4; ++variant) {
+    Case c;
+    c.dtype = variant == 1 ? DType::kFloat16 : DType::kBFloat16;
+    c.head_dim = 64;
+    c.batch = variant == 3 ? 4 : 2;
+    c.heads_q = variant == 3 ? 32 : 16;
+    c.heads_kv = 4;
+    c.seqlen_q = variant == 2 ? 900 : variant == 3 ? 1000 : 700;
+    c.seqlen_k = variant == 0 ? 300 : variant == 1 ? 0 : variant == 2 ? 300 : 1000;
+    c.causal = variant == 0;
+    if (variant == 2) c.window_left = 40, c.window_right = 0;  // rows below 600 see no key
+    c.seed = data_seed() + 31 * uint32_t(variant);
+    expect_same_bits_across_block_m(c, 64, 128, variant != 1);
+  }
   // Head dim 64 also has 192-row tiles (three consumer warpgroups, the
   // compact form of the mask: mask.h), here with a causal mask, a sliding
   // window on both sides and a window whose left edge lies before key 0 for
