@@ -159,6 +159,18 @@ Status attention_forward(const AttentionArgs& args, cudaStream_t stream = nullpt
 // Reads only shapes and flags, never tensor or metadata contents.
 Status attention_workspace_size(const AttentionArgs& args, int64_t* bytes);
 
+// attention_forward with the split-KV workspace allocated on demand: when
+// args.workspace is null and the call needs one, allocate(context, bytes)
+// is called once, on this thread, before anything is enqueued. It returns at
+// least `bytes` bytes of device memory, 16-byte aligned, usable by work
+// enqueued on `stream` (a stream-ordered or caching allocator's block), or
+// nullptr, which makes the call fail with kInvalidArgument. The arguments
+// are validated once (attention_workspace_size followed by attention_forward
+// validates them twice): what bindings with an allocator of their own use.
+using WorkspaceAllocFn = void* (*)(void* context, int64_t bytes);
+Status attention_forward(const AttentionArgs& args, cudaStream_t stream, WorkspaceAllocFn allocate,
+                         void* context);
+
 // Checks the serving metadata (cu_seqlens monotonic and within the packed
 // tensors, cache lengths within capacity, block-table entries inside the
 // page pool, every length within max_seqlen_*). This reads the metadata, so

@@ -157,6 +157,17 @@ FC_API void fc_attention_args_init(fc_attention_args* args);
  * FC_ERR_INVALID_ARGUMENT. Never aborts on bad input. */
 FC_API int fc_attention_forward(const fc_attention_args* args, void* stream);
 
+/* fc_attention_forward with the split-KV workspace allocated on demand:
+ * when args->workspace is NULL and the call needs one, allocate(context,
+ * bytes) is called once, on this thread, before anything is enqueued. It
+ * returns at least `bytes` bytes of device memory, 16-byte aligned, usable
+ * by work enqueued on `stream`, or NULL (the call then returns
+ * FC_ERR_INVALID_ARGUMENT). The arguments are validated once, instead of
+ * twice for fc_attention_workspace_size followed by fc_attention_forward. */
+typedef void* (*fc_workspace_alloc_fn)(void* context, int64_t bytes);
+FC_API int fc_attention_forward_alloc(const fc_attention_args* args, void* stream, fc_workspace_alloc_fn allocate,
+                                      void* context);
+
 /* Stores in *bytes the workspace fc_attention_forward(args) needs (0 when
  * none; always 0 for CPU tensors). Reads only shapes and flags, never
  * tensor or metadata contents. Validates args like fc_attention_forward();

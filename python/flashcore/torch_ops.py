@@ -37,7 +37,8 @@ import torch
 from torch import Tensor
 
 from . import _C
-from .serving import _workspace_allocator  # the split-KV workspace, called only by calls that split across CTAs
+# The split-KV workspace, called only by calls that split across CTAs.
+from .serving import _torch_device_allocator, _workspace_allocator
 
 __all__ = ["attention", "attention_out", "attention_into"]
 
@@ -302,7 +303,7 @@ def _launch_ptrs(q, k, v, out, code, causal, scale, window_left, window_right, b
         out.data_ptr(), out.shape, out.stride(), out.get_device(),
         0 if lse is None else lse.data_ptr(), code, scale, causal,
         window_left, window_right, bshd, block_m, block_n, num_splits, stream,
-        _workspace_allocator("torch", q) if dev >= 0 else False)
+        _torch_device_allocator(dev) if dev >= 0 else False)
     return (out, lse) if return_lse else out
 
 

@@ -222,33 +222,59 @@ flashcore::AttentionArgs common_args(const InArray& q, const InArray& k, const I
 // The split-KV workspace (alloc_workspace None: none; a plain call then runs
 // its chunks in one CTA, the same bits), the optional metadata check, then
 // the call itself.
+//
+// The workspace comes from the caller's array library (for PyTorch its
+// caching allocator: no cudaMalloc on the hot path, and the graph's pool
+// during CUDA-graph capture), asked for by the library only when the call
+// needs one (attention_forward with an allocator: the arguments validated
+// once). The allocation runs on this thread with the GIL re-acquired; this
+// frame keeps the array alive until the call is enqueued, and the
+// stream-ordered allocator keeps it valid for the kernels.
+struct WorkspaceRequest {
+  const nb::object* alloc;
+  nb::object holder;                        // the array, released with the GIL held
+  std::optional<nb::python_error> error;    // raised by alloc, re-raised after the call
+  std::string bad_result;                   // alloc returned something that is not an array
+
+  static void* allocate(void* self, int64_t bytes) {
+    auto* r = static_cast<WorkspaceRequest*>(self);
+    nb::gil_scoped_acquire acquire;
+    try {
+      r->holder = (*r->alloc)(bytes);
+      OutArray ws = nb::cast<OutArray>(r->holder);
+      if (int64_t(ws.nbytes()) < bytes) {
+        r->bad_result = "alloc_workspace returned " + std::to_string(ws.nbytes()) + " bytes for " +
+                        std::to_string(bytes);
+        return nullptr;
+      }
+      return ws.data();
+    } catch (nb::python_error& e) {
+      r->error.emplace(std::move(e));
+    } catch (const std::exception& e) {
+      r->bad_result = std::string("alloc_workspace did not return a device array: ") + e.what();
+    }
+    return nullptr;
+  }
+};
+
 void run(flashcore::AttentionArgs& args, uintptr_t stream, bool check_metadata,
          const nb::object& alloc_workspace = nb::none()) {
   flashcore::Status st;
-  // The workspace comes from the caller's array library (for PyTorch its
-  // caching allocator: no cudaMalloc on the hot path, and the graph's pool
-  // during CUDA-graph capture); this frame keeps it alive until the call is
-  // enqueued, and the stream-ordered allocator keeps it valid for the kernels.
-  nb::object ws_holder;
-  if (!alloc_workspace.is_none()) {
-    int64_t ws_bytes = 0;
-    st = flashcore::attention_workspace_size(args, &ws_bytes);
-    if (!st.ok()) raise_status(st);
-    if (ws_bytes > 0) {
-      ws_holder = alloc_workspace(ws_bytes);
-      OutArray ws = nb::cast<OutArray>(ws_holder);
-      args.workspace = ws.data();
-      args.workspace_bytes = int64_t(ws.nbytes());
-    }
-  }
+  WorkspaceRequest request{&alloc_workspace, {}, {}, {}};
+  bool const has_alloc = !alloc_workspace.is_none() && args.workspace == nullptr;
   {
     // The arrays stay referenced by the callers' arguments while the GIL is
     // released, so other Python threads cannot free them under us.
     nb::gil_scoped_release release;
     const auto s = reinterpret_cast<cudaStream_t>(stream);
     if (check_metadata) st = flashcore::check_serving_metadata(args, s);
-    if (st.ok()) st = flashcore::attention_forward(args, s);
+    if (st.ok()) {
+      st = has_alloc ? flashcore::attention_forward(args, s, &WorkspaceRequest::allocate, &request)
+                     : flashcore::attention_forward(args, s);
+    }
   }
+  if (request.error) throw std::move(*request.error);
+  if (!request.bad_result.empty()) throw nb::type_error(request.bad_result.c_str());
   if (!st.ok()) raise_status(st);
 }
 

@@ -1,5 +1,6 @@
 // attention_forward: validate, then hand the resolved problem to a backend.
 #include <cstdint>
+#include <string>
 
 #include "api/validation.h"
 #include "flashcore/attention.h"
@@ -12,7 +13,9 @@
 namespace flashcore {
 namespace {
 
-Status dispatch(const AttentionArgs& args, cudaStream_t stream) {
+// allocate: null, or attention_forward's workspace allocator (attention.h).
+Status dispatch(const AttentionArgs& args, cudaStream_t stream, WorkspaceAllocFn allocate = nullptr,
+                void* context = nullptr) {
   Problem problem;
   Status status = validate(args, &problem);
   if (!status.ok()) return status;
@@ -28,9 +31,22 @@ Status dispatch(const AttentionArgs& args, cudaStream_t stream) {
 
   if (problem.device == Device::kCPU) return reference::forward(args, problem);
 #if FLASHCORE_WITH_CUDA
+  if (allocate != nullptr && args.workspace == nullptr) {
+    int64_t const bytes = sm90::workspace_size(problem);
+    if (bytes > 0) {
+      AttentionArgs with_workspace = args;
+      with_workspace.workspace = allocate(context, bytes);
+      if (with_workspace.workspace == nullptr) {
+        return Status(StatusCode::kInvalidArgument,
+                      "the workspace allocator returned null for " + std::to_string(bytes) + " bytes");
+      }
+      with_workspace.workspace_bytes = bytes;
+      return sm90::forward(with_workspace, problem, stream);
+    }
+  }
   return sm90::forward(args, problem, stream);
 #else
-  (void)stream;  // validate() already refused CUDA tensors in this build
+  (void)stream, (void)allocate, (void)context;  // validate() already refused CUDA tensors in this build
   return Status(StatusCode::kInternal, "CUDA tensor reached dispatch in a build without CUDA");
 #endif
 }
@@ -41,6 +57,11 @@ Status dispatch(const AttentionArgs& args, cudaStream_t stream) {
 // backend or the standard library throws becomes kInternal.
 Status attention_forward(const AttentionArgs& args, cudaStream_t stream) {
   return catch_all([&] { return dispatch(args, stream); });
+}
+
+Status attention_forward(const AttentionArgs& args, cudaStream_t stream, WorkspaceAllocFn allocate,
+                         void* context) {
+  return catch_all([&] { return dispatch(args, stream, allocate, context); });
 }
 
 Status attention_workspace_size(const AttentionArgs& args, int64_t* bytes) {

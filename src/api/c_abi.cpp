@@ -118,6 +118,13 @@ int fc_attention_forward(const fc_attention_args* args, void* stream) {
   });
 }
 
+int fc_attention_forward_alloc(const fc_attention_args* args, void* stream, fc_workspace_alloc_fn allocate,
+                               void* context) {
+  return call(args, [&](const flashcore::AttentionArgs& a) {
+    return flashcore::attention_forward(a, static_cast<cudaStream_t>(stream), allocate, context);
+  });
+}
+
 int fc_attention_workspace_size(const fc_attention_args* args, int64_t* bytes) {
   if (bytes == nullptr) return fail(FC_ERR_INVALID_ARGUMENT, "bytes is NULL");
   *bytes = 0;

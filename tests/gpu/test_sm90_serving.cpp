@@ -381,6 +381,62 @@ TEST(Sm90Serving, SplitKvInOneCtaMatchesAcrossCtasBitwise) {
   }
 }
 
+// attention_forward with a workspace allocator (what the Python bindings
+// use): asked once, for attention_workspace_size's bytes, only by a call that
+// splits across CTAs; the same bits as a call given that workspace; a null
+// allocation is a clear error.
+struct CountingAlloc {
+  int calls = 0;
+  int64_t bytes = 0;
+  bool fail = false;
+  void* ptr = nullptr;
+  static void* alloc(void* self, int64_t bytes) {
+    auto* c = static_cast<CountingAlloc*>(self);
+    ++c->calls;
+    c->bytes = bytes;
+    if (c->fail) return nullptr;
+    cudaFree(c->ptr);
+    c->ptr = nullptr;
+    return cudaMalloc(&c->ptr, size_t(bytes)) == cudaSuccess ? c->ptr : nullptr;
+  }
+  ~CountingAlloc() { cudaFree(ptr); }
+};
+
+TEST(Sm90Serving, WorkspaceAllocatorIsAskedOnlyWhenNeeded) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed() + 9);
+  Shape s{DType::kBFloat16, 32, 8, 128, false};
+  for (int64_t sq : {int64_t(1), int64_t(200)}) {  // decode splits; 200 rows do not
+    Seq const x = make_seq(s, sq, 4096, rng);
+    HostTensor out(s.dtype, 1, s.hq, sq, s.d);
+    HostTensor lse = make_lse(1, s.hq, sq);
+    DeviceTensor q(*x.q), k(*x.k), v(*x.v), o(out), l(lse);
+    AttentionArgs a;
+    a.q = q.view, a.k = k.view, a.v = v.view, a.out = o.view, a.lse = l.view;
+    int64_t want_bytes = -1;
+    ASSERT_TRUE(flashcore::attention_workspace_size(a, &want_bytes).ok());
+    EXPECT_EQ(want_bytes > 0, sq == 1);
+    CountingAlloc alloc;
+    o.poison();
+    l.poison();
+    flashcore::Status st = flashcore::attention_forward(a, nullptr, &CountingAlloc::alloc, &alloc);
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(alloc.calls, sq == 1 ? 1 : 0);
+    if (sq == 1) EXPECT_EQ(alloc.bytes, want_bytes);
+    Result got{o.to_vector(), l.to_vector()};
+    expect_bitwise(got, run_plain(s, x, kSplitDefault, /*workspace=*/true), "allocator", 0);
+    expect_matches_float64(s, x, got);
+    if (sq == 1) {
+      CountingAlloc failing;
+      failing.fail = true;
+      st = flashcore::attention_forward(a, nullptr, &CountingAlloc::alloc, &failing);
+      EXPECT_EQ(st.code(), flashcore::StatusCode::kInvalidArgument);
+      EXPECT_NE(st.message().find("workspace allocator"), std::string::npos) << st.message();
+    }
+  }
+}
+
 // Head dim 256 has no serving kernels yet: a clear error, nothing written.
 TEST(Sm90Serving, PagedAndVarlenHeadDim256AreRefused) {
   SKIP_WITHOUT_GPU();
