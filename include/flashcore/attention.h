@@ -167,6 +167,8 @@ Status attention_workspace_size(const AttentionArgs& args, int64_t* bytes);
 // nullptr, which makes the call fail with kInvalidArgument. The arguments
 // are validated once (attention_workspace_size followed by attention_forward
 // validates them twice): what bindings with an allocator of their own use.
+// A null `allocate` is the plain call. What allocate returned stays the
+// caller's, also when the call then fails.
 using WorkspaceAllocFn = void* (*)(void* context, int64_t bytes);
 Status attention_forward(const AttentionArgs& args, cudaStream_t stream, WorkspaceAllocFn allocate,
                          void* context);

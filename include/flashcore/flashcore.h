@@ -163,7 +163,9 @@ FC_API int fc_attention_forward(const fc_attention_args* args, void* stream);
  * returns at least `bytes` bytes of device memory, 16-byte aligned, usable
  * by work enqueued on `stream`, or NULL (the call then returns
  * FC_ERR_INVALID_ARGUMENT). The arguments are validated once, instead of
- * twice for fc_attention_workspace_size followed by fc_attention_forward. */
+ * twice for fc_attention_workspace_size followed by fc_attention_forward.
+ * allocate == NULL is fc_attention_forward. The allocation stays the
+ * caller's, also when the call then fails. */
 typedef void* (*fc_workspace_alloc_fn)(void* context, int64_t bytes);
 FC_API int fc_attention_forward_alloc(const fc_attention_args* args, void* stream, fc_workspace_alloc_fn allocate,
                                       void* context);

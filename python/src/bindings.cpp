@@ -232,9 +232,10 @@ flashcore::AttentionArgs common_args(const InArray& q, const InArray& k, const I
 // stream-ordered allocator keeps it valid for the kernels.
 struct WorkspaceRequest {
   const nb::object* alloc;
+  int device_index;                         // q's CUDA device: where the workspace must be
   nb::object holder;                        // the array, released with the GIL held
   std::optional<nb::python_error> error;    // raised by alloc, re-raised after the call
-  std::string bad_result;                   // alloc returned something that is not an array
+  std::string bad_result;                   // alloc returned something unusable (ValueError)
 
   static void* allocate(void* self, int64_t bytes) {
     auto* r = static_cast<WorkspaceRequest*>(self);
@@ -242,12 +243,14 @@ struct WorkspaceRequest {
     try {
       r->holder = (*r->alloc)(bytes);
       OutArray ws = nb::cast<OutArray>(r->holder);
-      if (int64_t(ws.nbytes()) < bytes) {
+      if (ws.device_type() != nb::device::cuda::value || ws.device_id() != r->device_index) {
+        r->bad_result = "alloc_workspace must return an array on CUDA device " + std::to_string(r->device_index);
+      } else if (int64_t(ws.nbytes()) < bytes) {
         r->bad_result = "alloc_workspace returned " + std::to_string(ws.nbytes()) + " bytes for " +
                         std::to_string(bytes);
-        return nullptr;
+      } else {
+        return ws.data();
       }
-      return ws.data();
     } catch (nb::python_error& e) {
       r->error.emplace(std::move(e));
     } catch (const std::exception& e) {
@@ -260,7 +263,7 @@ struct WorkspaceRequest {
 void run(flashcore::AttentionArgs& args, uintptr_t stream, bool check_metadata,
          const nb::object& alloc_workspace = nb::none()) {
   flashcore::Status st;
-  WorkspaceRequest request{&alloc_workspace, {}, {}, {}};
+  WorkspaceRequest request{&alloc_workspace, args.q.device_index, {}, {}, {}};
   bool const has_alloc = !alloc_workspace.is_none() && args.workspace == nullptr;
   {
     // The arrays stay referenced by the callers' arguments while the GIL is
@@ -274,7 +277,7 @@ void run(flashcore::AttentionArgs& args, uintptr_t stream, bool check_metadata,
     }
   }
   if (request.error) throw std::move(*request.error);
-  if (!request.bad_result.empty()) throw nb::type_error(request.bad_result.c_str());
+  if (!request.bad_result.empty()) throw nb::value_error(request.bad_result.c_str());
   if (!st.ok()) raise_status(st);
 }
 

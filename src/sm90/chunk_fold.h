@@ -67,7 +67,7 @@ struct ChunkFold {
       CUTLASS_PRAGMA_UNROLL
       for (int c = 0; c < kCols; ++c) {
         // The value the split tile's epilogue writes: O·(1/l).
-        float const o_c = __fmul_rn(o_rc(r, c), inv[r]);
+        float const o_c = normalize_o</*kPinned=*/true>(o_rc(r, c), inv[r]);
         float* m = merged + (r * kCols + c) * kThreads;
         *m = merge_value(*m, o_c, st);
         o_rc(r, c) = 0.f;

@@ -16,6 +16,7 @@
 
 #include "sm90/kernel_params.h"
 #include "sm90/seq_info.h"
+#include "sm90/softmax.h"
 #include "sm90/tile_scheduler.h"
 #include "sm90/wgmma_utils.h"
 
@@ -82,7 +83,7 @@ struct Epilogue {
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r) {
       CUTLASS_PRAGMA_UNROLL
-      for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) *= inv_sum[r];
+      for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) = normalize_o(o_rc(r, c), inv_sum[r]);
     }
     Tensor coord_rc = coords(mma_thread);
     int const row0 = w.m_block * Traits::kBlockM;
@@ -192,8 +193,7 @@ struct Epilogue {
   // store round a warpgroup). Its normalization, conversion and shared-
   // memory writes run under that product; its wait comes before the one
   // branch that issues the store (ptxas keeps no WGMMA in flight across a
-  // divergent branch). A fully masked row (inv_sum 0; its one masked key
-  // block may leave O at -0) is written as +0, as without a key block.
+  // divergent branch). A fully masked row is +0 (softmax.h normalize_o).
   template <class ORc, int kRows>
   CUTE_DEVICE static void store_issued_ahead(Params const& params, Storage& storage, ORc const& o_rc,
                                              float const (&inv_sum)[kRows], float const (&lse)[kRows],
@@ -201,17 +201,17 @@ struct Epilogue {
                                              TileWork const& w) {
     static_assert(kPerWarpGroup && Traits::kStoreRounds == 1 && !Traits::kServing);
     typename Traits::TiledMmaPV tiled_mma_pv;
-    Tensor rO = make_tensor<Element>(partition_fragment_C(tiled_mma_pv, select<0, 1>(typename Traits::TileShapePV{})).layout());
+    Tensor rO = make_tensor<Element>(
+        partition_fragment_C(tiled_mma_pv, select<0, 1>(typename Traits::TileShapePV{})).layout());
     Tensor ro_rc = make_tensor(rO.data(), acc_layout_rowcol(rO.layout()));
     cutlass::NumericArrayConverter<Element, float, 2> convert_pair;
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r) {
-      bool const empty = inv_sum[r] == 0.f;
       CUTLASS_PRAGMA_UNROLL
       for (int c = 0; c < size<1>(o_rc); c += 2) {
         cutlass::Array<float, 2> f;
-        f[0] = empty ? 0.f : o_rc(r, c) * inv_sum[r];
-        f[1] = empty ? 0.f : o_rc(r, c + 1) * inv_sum[r];
+        f[0] = normalize_o(o_rc(r, c), inv_sum[r]);
+        f[1] = normalize_o(o_rc(r, c + 1), inv_sum[r]);
         cutlass::Array<Element, 2> const h = convert_pair(f);
         ro_rc(r, c) = h[0];
         ro_rc(r, c + 1) = h[1];

@@ -183,6 +183,12 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   // (seq_params gives a folded call max_splits 1: seq_info.h tile_work).
   int64_t const units = m_blocks > params.seq.max_splits ? m_blocks : params.seq.max_splits;
   params.num_units = int32_t(units);
+  // The issue-ahead kernels' consumers take every tile as active (the next
+  // tile's Q buffer is known in advance), the producer skips inactive ones:
+  // a launch with any would deadlock, so refuse it (plain calls never have one).
+  if (Traits::kIssueAhead && (units != m_blocks || plan.split.split_keys > 0)) {
+    return Status(StatusCode::kInternal, "issue-ahead kernel launched with inactive tiles");
+  }
   int64_t const tiles = units * heads * p.batch;
   if (tiles >= (int64_t(1) << 31)) {
     return Status(StatusCode::kNotSupported, "problem has more than 2^31 query tiles");

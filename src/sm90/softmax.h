@@ -41,6 +41,18 @@ CUTE_DEVICE float softmax_mul(float a, float b) {
   else return a * b;
 }
 
+// O·(1/l) for one output value of a row, given finalize's inv_sum. A fully
+// masked row (inv_sum 0) is +0 whatever O holds: with a masked key block
+// visited, O holds 0·V, which is -0 or NaN where the masked keys' V is
+// negative or not finite, and whether a block is visited depends on the tile
+// shape (the issue-ahead kernels visit one in a fully masked query block,
+// kernel_traits.h kIssueAhead; a row masked whole beside unmasked rows
+// always does), so the bits would too.
+template <bool kPinned = false>
+CUTE_DEVICE float normalize_o(float o, float inv_sum) {
+  return inv_sum == 0.f ? 0.f : softmax_mul<kPinned>(o, inv_sum);
+}
+
 template <int kRows, bool kPinned = false>
 struct OnlineSoftmax {
   float row_max[kRows];

@@ -124,30 +124,30 @@ TEST(CAbi, MatchesCppApiBitwise) {
   EXPECT_EQ(cpp.lse.bytes(), via_c.lse.bytes());
 }
 
-// The allocating entry point: on CPU tensors the allocator is never called
-// (no workspace) and the result is the plain call's; bad arguments fail
-// before any allocation.
+// The allocating entry point on CPU tensors, which never need a workspace:
+// the result is the plain call's and the allocator is not called (the GPU
+// tests cover a call that needs one: Sm90Serving.WorkspaceAllocatorIs-
+// AskedOnlyWhenNeeded); a null allocator is the plain call; bad arguments
+// are refused.
 TEST(CAbi, ForwardWithAllocatorMatchesPlainCall) {
-  struct Count {
-    int calls = 0;
-    static void* alloc(void* self, int64_t) {
-      ++static_cast<Count*>(self)->calls;
-      return nullptr;
-    }
-  };
   const Case c = small_case();
   CaseTensors plain(c), via_alloc(c);
   const fc_attention_args pa = to_c(plain.args);
   fc_attention_args aa = to_c(via_alloc.args);
-  Count count;
+  RefusingWorkspaceAlloc count;
   ASSERT_EQ(fc_attention_forward(&pa, nullptr), FC_OK) << fc_last_error();
-  ASSERT_EQ(fc_attention_forward_alloc(&aa, nullptr, &Count::alloc, &count), FC_OK) << fc_last_error();
+  ASSERT_EQ(fc_attention_forward_alloc(&aa, nullptr, &RefusingWorkspaceAlloc::alloc, &count), FC_OK) << fc_last_error();
   EXPECT_EQ(count.calls, 0);
   EXPECT_EQ(plain.out.bytes(), via_alloc.out.bytes());
   EXPECT_EQ(plain.lse.bytes(), via_alloc.lse.bytes());
-  EXPECT_EQ(fc_attention_forward_alloc(nullptr, nullptr, &Count::alloc, &count), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(fc_attention_forward_alloc(nullptr, nullptr, &RefusingWorkspaceAlloc::alloc, &count),
+            FC_ERR_INVALID_ARGUMENT);
+  CaseTensors no_alloc(c);
+  const fc_attention_args na = to_c(no_alloc.args);
+  EXPECT_EQ(fc_attention_forward_alloc(&na, nullptr, nullptr, nullptr), FC_OK) << fc_last_error();  // the plain call
+  EXPECT_EQ(plain.out.bytes(), no_alloc.out.bytes());
   aa.q.data = nullptr;
-  EXPECT_EQ(fc_attention_forward_alloc(&aa, nullptr, &Count::alloc, &count), FC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(fc_attention_forward_alloc(&aa, nullptr, &RefusingWorkspaceAlloc::alloc, &count), FC_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(count.calls, 0);
 }
 

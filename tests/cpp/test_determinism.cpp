@@ -48,27 +48,20 @@ TEST(Determinism, TwoRunsAreBitwiseIdentical) {
 // call's, bit for bit; a decode-shaped call (which would split on the GPU)
 // alike. Bad arguments are refused before any allocation.
 TEST(Determinism, WorkspaceAllocatorIsNotCalledOnTheCpu) {
-  struct Count {
-    int calls = 0;
-    static void* alloc(void* self, int64_t) {
-      ++static_cast<Count*>(self)->calls;
-      return nullptr;
-    }
-  };
   for (int64_t sq : {int64_t(1), int64_t(150)}) {
     Case c = medium_case(DType::kBFloat16, Layout::kBSHD);
     c.seqlen_q = sq;
     c.causal = false;
     CaseTensors a(c), b(c);
-    Count count;
+    RefusingWorkspaceAlloc count;
     ASSERT_TRUE(flashcore::attention_forward(a.args).ok());
-    flashcore::Status st = flashcore::attention_forward(b.args, nullptr, &Count::alloc, &count);
+    flashcore::Status st = flashcore::attention_forward(b.args, nullptr, &RefusingWorkspaceAlloc::alloc, &count);
     ASSERT_TRUE(st.ok()) << st.message();
     EXPECT_EQ(count.calls, 0);
     EXPECT_EQ(a.out.bytes(), b.out.bytes()) << c.name();
     EXPECT_EQ(a.lse.bytes(), b.lse.bytes()) << c.name();
     b.args.q.data = nullptr;
-    st = flashcore::attention_forward(b.args, nullptr, &Count::alloc, &count);
+    st = flashcore::attention_forward(b.args, nullptr, &RefusingWorkspaceAlloc::alloc, &count);
     EXPECT_EQ(st.code(), flashcore::StatusCode::kInvalidArgument) << st.message();
     EXPECT_EQ(count.calls, 0);
   }

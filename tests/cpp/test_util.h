@@ -22,6 +22,17 @@ using flashcore::Device;
 using flashcore::DType;
 using flashcore::TensorView;
 
+// A workspace allocator (attention_forward's WorkspaceAllocFn, the C ABI's
+// fc_workspace_alloc_fn) that counts its calls and allocates nothing: on the
+// CPU backend it must never be called.
+struct RefusingWorkspaceAlloc {
+  int calls = 0;
+  static void* alloc(void* self, int64_t) {
+    ++static_cast<RefusingWorkspaceAlloc*>(self)->calls;
+    return nullptr;
+  }
+};
+
 // BHSD/BSHD: contiguous. Strided: a view into a bigger (B, S, H, D+16)
 // buffer with extra room between batches and a 16-element base offset, like
 // q sliced out of a packed qkv tensor. Its padding is poisoned with NaN so a

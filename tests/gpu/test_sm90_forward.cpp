@@ -10,6 +10,7 @@
 #include <cstring>
 #include <cstdio>
 #include <future>
+#include <limits>
 #include <memory>
 #include <random>
 #include <thread>
@@ -442,6 +443,42 @@ TEST(Sm90Forward, BlockMDoesNotChangeResults) {
     if (variant == 2) c.window_left = 40, c.window_right = 0;  // rows below 600 see no key
     c.seed = data_seed() + 31 * uint32_t(variant);
     expect_same_bits_across_block_m(c, 64, 128, variant != 1);
+    if (variant == 1) {  // no keys: every row +0 (not -0), LSE -inf
+      CaseTensors host(c);
+      GpuRun gpu(host);
+      gpu.args.config.block_m = 128;
+      ASSERT_TRUE(gpu.run().ok());
+      for (double x : gpu.out->to_vector()) ASSERT_TRUE(x == 0.0 && !std::signbit(x));
+      for (double x : gpu.lse->to_vector()) ASSERT_TRUE(std::isinf(x) && x < 0);
+    }
+  }
+  // A row masked whole beside unmasked rows of its query block, with V
+  // not finite on the keys it cannot see: +0, the same at every block_m
+  // (softmax.h normalize_o), and the other rows as before.
+  {
+    Case c;
+    c.dtype = DType::kBFloat16;
+    c.head_dim = 64;
+    c.heads_q = c.heads_kv = 2;
+    c.seqlen_q = 300;  // causal, seqlen_k 200: rows below 100 see no key
+    c.seqlen_k = 200;
+    c.causal = true;
+    c.seed = data_seed() + 41;
+    CaseTensors host(c);
+    // Key 120: in the key block rows 64-127 visit, seen by rows >= 220 only.
+    host.v.set(0, 0, 120, 3, std::numeric_limits<double>::infinity());
+    GpuRun a(host), b(host);
+    a.args.config.block_m = 64;
+    b.args.config.block_m = 128;
+    ASSERT_TRUE(a.run().ok());
+    ASSERT_TRUE(b.run().ok());
+    EXPECT_EQ(a.out->bytes(), b.out->bytes());
+    for (GpuRun* r : {&a, &b}) {
+      std::vector<double> out = r->out->to_vector();
+      for (int64_t i = 0; i < 100; ++i) {  // head 0, BHSD
+        for (int64_t d = 0; d < 64; ++d) ASSERT_TRUE(out[i * 64 + d] == 0.0 && !std::signbit(out[i * 64 + d])) << i;
+      }
+    }
   }
   // Head dim 64 also has 192-row tiles (three consumer warpgroups, the
   // compact form of the mask: mask.h), here with a causal mask, a sliding

@@ -430,9 +430,12 @@ TEST(Sm90Serving, WorkspaceAllocatorIsAskedOnlyWhenNeeded) {
     if (sq == 1) {
       CountingAlloc failing;
       failing.fail = true;
+      o.poison();
       st = flashcore::attention_forward(a, nullptr, &CountingAlloc::alloc, &failing);
       EXPECT_EQ(st.code(), flashcore::StatusCode::kInvalidArgument);
       EXPECT_NE(st.message().find("workspace allocator"), std::string::npos) << st.message();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      for (double x : o.to_vector()) ASSERT_TRUE(std::isnan(x)) << "written after a failed allocation";
     }
   }
 }

@@ -251,6 +251,53 @@ def test_backward_raises_naming_the_op(device, dtype):
 
 
 # ------------------------------------------------------------------ CUDA only
+def test_split_kv_workspace_allocator_errors(monkeypatch):
+    # A decode call splits its keys across CTAs and asks the fast path's
+    # allocator (serving._torch_device_allocator) for its workspace, once:
+    # an exception from it keeps its type, and an array of the wrong size or
+    # on the wrong device is a ValueError; nothing is launched then.
+    _need_cuda()
+    q, k, v = _qkv("cuda", torch.bfloat16, b=1, hq=32, hkv=8, sq=1, sk=4096, d=128)
+    want = flashcore.attention(q, k, v)
+    asked = []
+
+    def counting(dev):
+        def alloc(nbytes):
+            asked.append(nbytes)
+            return torch.empty(nbytes, dtype=torch.uint8, device=q.device)
+        return alloc
+
+    monkeypatch.setattr(torch_ops, "_torch_device_allocator", counting)
+    assert torch.equal(flashcore.attention(q, k, v), want)  # same bits through the counting allocator
+    assert len(asked) == 1 and asked[0] > 0
+
+    class Refused(RuntimeError):
+        pass
+
+    def raising(nbytes):
+        raise Refused("no memory for you")
+
+    bad = {
+        "raises": (raising, Refused, "no memory"),
+        "short": (lambda n: torch.empty(n - 16, dtype=torch.uint8, device=q.device), ValueError, "bytes for"),
+        "host": (lambda n: torch.empty(n, dtype=torch.uint8), ValueError, "CUDA device"),
+    }
+    for name, (alloc, exc, msg) in bad.items():
+        monkeypatch.setattr(torch_ops, "_torch_device_allocator", lambda dev, a=alloc: a)
+        out = torch.full_like(want, float("nan"))
+        with pytest.raises(exc, match=msg):
+            flashcore.attention(q, k, v, out=out)
+        torch.cuda.synchronize()
+        assert torch.isnan(out).all(), name  # nothing written
+
+    # A call that does not split never asks.
+    asked.clear()
+    monkeypatch.setattr(torch_ops, "_torch_device_allocator", counting)
+    q2, k2, v2 = _qkv("cuda", torch.bfloat16, sq=256, sk=300)
+    flashcore.attention(q2, k2, v2)
+    assert asked == []
+
+
 def test_cuda_graph_capture_and_replay():
     _need_cuda()
     q, k, v = _qkv("cuda", torch.bfloat16, sq=256, sk=300)
