@@ -77,10 +77,10 @@ _torch_allocators: dict = {}
 
 
 def _torch_device_allocator(device_index: int):
-    """_workspace_allocator for a PyTorch tensor on CUDA device
-    `device_index` and the current stream, made once per device: the hot
-    path passes it to every CUDA call (a closure made per call measured
-    0.3-0.4 us of host time, bench/results/2026-11-26b-h100)."""
+    """_workspace_allocator for PyTorch tensors on CUDA device
+    `device_index` and the current stream, made once per device: every CUDA
+    call is passed one (a closure made per call measured 0.3-0.4 us of host
+    time, bench/results/2026-11-26b-h100)."""
     alloc = _torch_allocators.get(device_index)
     if alloc is None:
         torch = sys.modules["torch"]
@@ -103,11 +103,11 @@ def _workspace_allocator(lib: str, like, stream: int | None = None):
     after it on its own stream, and the kernels read it on `stream`, after
     this call has dropped it."""
     if lib == "torch" and like.is_cuda:
+        if stream is None:
+            return _torch_device_allocator(like.get_device())
         torch = sys.modules["torch"]
 
         def alloc_torch(nbytes: int):
-            if stream is None:
-                return torch.empty(nbytes, dtype=torch.uint8, device=like.device)
             with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=like.device)):
                 return torch.empty(nbytes, dtype=torch.uint8, device=like.device)
         return alloc_torch

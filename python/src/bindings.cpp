@@ -264,17 +264,14 @@ void run(flashcore::AttentionArgs& args, uintptr_t stream, bool check_metadata,
          const nb::object& alloc_workspace = nb::none()) {
   flashcore::Status st;
   WorkspaceRequest request{&alloc_workspace, args.q.device_index, {}, {}, {}};
-  bool const has_alloc = !alloc_workspace.is_none() && args.workspace == nullptr;
+  flashcore::WorkspaceAllocFn const allocate = alloc_workspace.is_none() ? nullptr : &WorkspaceRequest::allocate;
   {
     // The arrays stay referenced by the callers' arguments while the GIL is
     // released, so other Python threads cannot free them under us.
     nb::gil_scoped_release release;
     const auto s = reinterpret_cast<cudaStream_t>(stream);
     if (check_metadata) st = flashcore::check_serving_metadata(args, s);
-    if (st.ok()) {
-      st = has_alloc ? flashcore::attention_forward(args, s, &WorkspaceRequest::allocate, &request)
-                     : flashcore::attention_forward(args, s);
-    }
+    if (st.ok()) st = flashcore::attention_forward(args, s, allocate, &request);
   }
   if (request.error) throw std::move(*request.error);
   if (!request.bad_result.empty()) throw nb::value_error(request.bad_result.c_str());

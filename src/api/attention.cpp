@@ -1,6 +1,5 @@
 // attention_forward: validate, then hand the resolved problem to a backend.
 #include <cstdint>
-#include <string>
 
 #include "api/validation.h"
 #include "flashcore/attention.h"
@@ -31,20 +30,7 @@ Status dispatch(const AttentionArgs& args, cudaStream_t stream, WorkspaceAllocFn
 
   if (problem.device == Device::kCPU) return reference::forward(args, problem);
 #if FLASHCORE_WITH_CUDA
-  if (allocate != nullptr && args.workspace == nullptr) {
-    int64_t const bytes = sm90::workspace_size(problem);
-    if (bytes > 0) {
-      AttentionArgs with_workspace = args;
-      with_workspace.workspace = allocate(context, bytes);
-      if (with_workspace.workspace == nullptr) {
-        return Status(StatusCode::kInvalidArgument,
-                      "the workspace allocator returned null for " + std::to_string(bytes) + " bytes");
-      }
-      with_workspace.workspace_bytes = bytes;
-      return sm90::forward(with_workspace, problem, stream);
-    }
-  }
-  return sm90::forward(args, problem, stream);
+  return sm90::forward(args, problem, stream, allocate, context);
 #else
   (void)stream, (void)allocate, (void)context;  // validate() already refused CUDA tensors in this build
   return Status(StatusCode::kInternal, "CUDA tensor reached dispatch in a build without CUDA");

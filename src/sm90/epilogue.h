@@ -57,33 +57,27 @@ struct Epilogue {
     return make_tensor(tOcO.data(), acc_layout_rowcol(tOcO.layout()));
   }
 
+  // With Traits::kIssueAhead the next tile's first Q·Kᵀ may be running
+  // (mainloop_mma.h Ahead): O is then read, never written (ptxas serializes
+  // every WGMMA of a kernel in which other instructions write accumulator
+  // registers while a product is in flight), normalized as it is converted,
+  // and that product is waited for just before the one branch that issues
+  // the store (ptxas keeps no WGMMA in flight across a divergent branch).
+  // Those kernels are plain, with O in a buffer of its own and one store
+  // round a warpgroup: no split partial, no direct store, no branch before.
   template <class FragO, int kRows>
   CUTE_DEVICE static void store(Params const& params, Storage& storage, FragO& tOrO,
                                 float const (&inv_sum)[kRows], float const (&lse)[kRows],
                                 Element* q_smem, int mma_thread, TileCoord const& t, SeqInfo const& si,
                                 TileWork const& w) {
+    static_assert(!Traits::kIssueAhead || (kPerWarpGroup && Traits::kStoreRounds == 1 && !Traits::kServing));
     Tensor o_rc = make_tensor(tOrO.data(), acc_layout_rowcol(tOrO.layout()));
-    if constexpr (Traits::kIssueAhead) {
-      // The next tile's first Q·Kᵀ may be running (mainloop_mma.h Ahead):
-      // O is read, never written, there (ptxas serializes every WGMMA of a
-      // kernel in which other instructions write accumulator registers while
-      // a product is in flight), and normalized as it is converted.
-      store_issued_ahead(params, storage, o_rc, inv_sum, lse, mma_thread, t, si, w);
-    } else {
-      store_staged(params, storage, tOrO, o_rc, inv_sum, lse, q_smem, mma_thread, t, si, w);
-    }
-  }
-
- private:
-  template <class FragO, class ORc, int kRows>
-  CUTE_DEVICE static void store_staged(Params const& params, Storage& storage, FragO& tOrO, ORc& o_rc,
-                                       float const (&inv_sum)[kRows], float const (&lse)[kRows],
-                                       Element* q_smem, int mma_thread, TileCoord const& t, SeqInfo const& si,
-                                       TileWork const& w) {
-    CUTLASS_PRAGMA_UNROLL
-    for (int r = 0; r < kRows; ++r) {
+    if constexpr (!Traits::kIssueAhead) {
       CUTLASS_PRAGMA_UNROLL
-      for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) = normalize_o(o_rc(r, c), inv_sum[r]);
+      for (int r = 0; r < kRows; ++r) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = 0; c < size<1>(o_rc); ++c) o_rc(r, c) = normalize_o(o_rc(r, c), inv_sum[r]);
+      }
     }
     Tensor coord_rc = coords(mma_thread);
     int const row0 = w.m_block * Traits::kBlockM;
@@ -110,7 +104,24 @@ struct Epilogue {
     }
 
     Tensor rO = make_tensor<Element>(tOrO.layout());
-    convert_into(tOrO, rO);
+    if constexpr (Traits::kIssueAhead) {
+      Tensor ro_rc = make_tensor(rO.data(), acc_layout_rowcol(rO.layout()));
+      cutlass::NumericArrayConverter<Element, float, 2> convert_pair;
+      CUTLASS_PRAGMA_UNROLL
+      for (int r = 0; r < kRows; ++r) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int c = 0; c < size<1>(o_rc); c += 2) {
+          cutlass::Array<float, 2> f;
+          f[0] = normalize_o(o_rc(r, c), inv_sum[r]);
+          f[1] = normalize_o(o_rc(r, c + 1), inv_sum[r]);
+          cutlass::Array<Element, 2> const h = convert_pair(f);
+          ro_rc(r, c) = h[0];
+          ro_rc(r, c + 1) = h[1];
+        }
+      }
+    } else {
+      convert_into(tOrO, rO);
+    }
     if (Traits::kServing && params.o_direct) {
       Tensor ro_rc = make_tensor(rO.data(), acc_layout_rowcol(rO.layout()));
       Element* o = params.o_ptr + int64_t(si.q_offset) * params.o_stride_s + int64_t(t.head) * params.o_stride_h;
@@ -161,8 +172,10 @@ struct Epilogue {
     CUTLASS_PRAGMA_UNROLL
     for (int round = 0; round < Traits::kStoreRounds; ++round) {
       if constexpr (kPerWarpGroup) {
-        // This warpgroup's previous store must have read its slice before it is reused.
-        if (store_thread == 0) tma_store_wait<0>();
+        // This warpgroup's previous store must have read its slice before it
+        // is reused. Issuing ahead, every thread waits (the others have no
+        // store to wait for): no branch while the Q·Kᵀ runs.
+        if (Traits::kIssueAhead || store_thread == 0) tma_store_wait<0>();
         cutlass::arch::NamedBarrier::sync(kStoreThreads, barrier);
       }
       Tensor rO_part = make_tensor(rO.data() + round * kRoundRegs, round_layout);
@@ -170,6 +183,7 @@ struct Epilogue {
       // Generic-proxy smem writes must be visible to the TMA (async proxy).
       cutlass::arch::fence_view_async_shared();
       cutlass::arch::NamedBarrier::sync(kStoreThreads, barrier);
+      if constexpr (Traits::kIssueAhead) warpgroup_wait<0>();  // the next tile's first Q·Kᵀ
 
       if (store_thread == 0) {
         Tensor mO = params.tma_o.get_tma_tensor(
@@ -188,68 +202,7 @@ struct Epilogue {
     store_lse(params, lse, coord_rc, t, si, row0);
   }
 
-  // The TMA-store epilogue of a kernel whose next Q·Kᵀ is in flight
-  // (Traits::kIssueAhead: plain kernels with O in a buffer of its own, one
-  // store round a warpgroup). Its normalization, conversion and shared-
-  // memory writes run under that product; its wait comes before the one
-  // branch that issues the store (ptxas keeps no WGMMA in flight across a
-  // divergent branch). A fully masked row is +0 (softmax.h normalize_o).
-  template <class ORc, int kRows>
-  CUTE_DEVICE static void store_issued_ahead(Params const& params, Storage& storage, ORc const& o_rc,
-                                             float const (&inv_sum)[kRows], float const (&lse)[kRows],
-                                             int mma_thread, TileCoord const& t, SeqInfo const& si,
-                                             TileWork const& w) {
-    static_assert(kPerWarpGroup && Traits::kStoreRounds == 1 && !Traits::kServing);
-    typename Traits::TiledMmaPV tiled_mma_pv;
-    Tensor rO = make_tensor<Element>(
-        partition_fragment_C(tiled_mma_pv, select<0, 1>(typename Traits::TileShapePV{})).layout());
-    Tensor ro_rc = make_tensor(rO.data(), acc_layout_rowcol(rO.layout()));
-    cutlass::NumericArrayConverter<Element, float, 2> convert_pair;
-    CUTLASS_PRAGMA_UNROLL
-    for (int r = 0; r < kRows; ++r) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int c = 0; c < size<1>(o_rc); c += 2) {
-        cutlass::Array<float, 2> f;
-        f[0] = normalize_o(o_rc(r, c), inv_sum[r]);
-        f[1] = normalize_o(o_rc(r, c + 1), inv_sum[r]);
-        cutlass::Array<Element, 2> const h = convert_pair(f);
-        ro_rc(r, c) = h[0];
-        ro_rc(r, c + 1) = h[1];
-      }
-    }
-    int const unit = mma_thread / cutlass::NumThreadsPerWarpGroup;
-    int const store_thread = mma_thread % kStoreThreads;
-    int const barrier = kStoreBarrier + unit;
-    Element* o_buffer = storage.smem_o.data() + unit * cute::cosize_v<typename Traits::SmemLayoutO>;
-    Tensor sO = make_tensor(make_smem_ptr(o_buffer), typename Traits::SmemLayoutO{});
-    auto r2s = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, typename Traits::TiledMmaPVStore{});
-    auto thr_r2s = r2s.get_thread_slice(store_thread);
-    // The warpgroup's previous store must have read its slice. Every thread
-    // waits (the others have no store to wait for): no branch here.
-    tma_store_wait<0>();
-    cutlass::arch::NamedBarrier::sync(kStoreThreads, barrier);
-    // This warpgroup's 64 rows: the one-warpgroup view of its registers, as
-    // in store's rounds.
-    Tensor rO_wg = make_tensor(rO.data(), partition_fragment_C(typename Traits::TiledMmaPVStore{},
-                                                               Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{})
-                                              .layout());
-    copy(r2s, thr_r2s.retile_S(rO_wg), thr_r2s.partition_D(sO));
-    // Generic-proxy smem writes must be visible to the TMA (async proxy).
-    cutlass::arch::fence_view_async_shared();
-    cutlass::arch::NamedBarrier::sync(kStoreThreads, barrier);
-    warpgroup_wait<0>();  // the next tile's first Q·Kᵀ, before the branch below
-    if (store_thread == 0) {
-      Tensor mO = params.tma_o.get_tma_tensor(
-          make_shape(params.seq.seqlen_q, params.head_dim, params.heads_q, params.batch));
-      Tensor gO = local_tile(mO(_, _, t.head, t.batch), Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{},
-                             make_coord(w.m_block * (Traits::kBlockM / Traits::kStoreRows) + unit, 0));
-      auto tma_o = params.tma_o.get_slice(_0{});
-      copy(params.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
-      tma_store_arrive();
-    }
-    store_lse(params, lse, coords(mma_thread), t, si, w.m_block * Traits::kBlockM);
-  }
-
+ private:
   template <int kRows, class TC>
   CUTE_DEVICE static void store_lse(Params const& params, float const (&lse)[kRows], TC const& coord_rc,
                                     TileCoord const& t, SeqInfo const& si, int row0) {

@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       // own in flight). Plain kernels: every tile is active and has a key
       // block, so tile i uses Q buffer i % 2 and q_iter follows iter.
       if (scheduler.valid(scheduler.tile_at(0))) {
-        storage.barrier_q[0].wait(0);
+        Traits::wait_q(storage, 0);
         Mma::issue_first_qk(storage, pipeline_k, read_state, Traits::q_buffer(storage, 0), mma_thread, tSrS);
       }
     }
@@ -124,13 +124,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       int const qb = q_iter % Traits::kQStages;
       auto* q_smem = Traits::q_buffer(storage, q_iter);
       if constexpr (Traits::kIssueAhead) {
-        bool const has_next = scheduler.valid(scheduler.tile_at(iter + 1));
-        ahead.has_next = has_next;
-        ahead.q_smem = has_next ? Traits::q_buffer(storage, q_iter + 1) : q_smem;
-        ahead.q_stage = (q_iter + 1) % Traits::kQStages;
-        ahead.q_phase = ((q_iter + 1) / Traits::kQStages) & 1;
+        ahead.has_next = scheduler.valid(scheduler.tile_at(iter + 1));
+        ahead.q_iter = q_iter + 1;
       } else {
-        storage.barrier_q[qb].wait((q_iter / Traits::kQStages) & 1);
+        Traits::wait_q(storage, q_iter);
       }
       ++q_iter;
       bool const has_blocks = Traits::kIssueAhead || w.n_begin < w.n_end;

@@ -293,6 +293,10 @@ struct KernelTraits {
   CUTE_DEVICE static Element* q_buffer(SharedStorage& s, int iter) {
     return s.smem_q.data() + (iter % kQStages) * cute::cosize_v<SmemLayoutQ>;
   }
+  // Waits until tile number `iter`'s Q has landed in its buffer.
+  CUTE_DEVICE static void wait_q(SharedStorage& s, int iter) {
+    s.barrier_q[iter % kQStages].wait((iter / kQStages) & 1);
+  }
   // Arrivals that free the Q buffer: every consumer thread after its last
   // Q·Kᵀ, or (when O aliases Q) the thread that waited for O's store.
   static constexpr int kQFreeArrivals = kOThroughQ ? 1 : kNumMmaThreads;

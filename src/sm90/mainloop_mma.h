@@ -98,9 +98,8 @@ struct MainloopMma {
   // this tile's Q and a K stage nobody fills again (never read), and a fully
   // masked query block visits one masked key block (seq_info.h tile_work).
   struct Ahead {
-    Element* q_smem = nullptr;     // the next tile's Q (the last tile: its own)
-    bool has_next = false;         // false: the Q·Kᵀ runs on stale data, never read
-    int q_stage = 0, q_phase = 0;  // the barrier the next tile's Q lands on
+    bool has_next = false;  // false: the Q·Kᵀ runs on this tile's Q and stale K, never read
+    int q_iter = 0;         // the next tile's Q (kernel_traits.h q_buffer, wait_q)
   };
 
   // The scores' accumulator: created by the caller, as with kIssueAhead it
@@ -353,10 +352,11 @@ struct MainloopMma {
       PipelineState next_state = read_state;
       ++next_state;
       if (ahead.has_next) {
-        storage.barrier_q[ahead.q_stage].wait(ahead.q_phase);
+        Traits::wait_q(storage, ahead.q_iter);
         pipeline_k.consumer_wait(next_state);
       }
-      Tensor tSrQn = thr_qk.partition_fragment_A(make_tensor(make_smem_ptr(ahead.q_smem), typename Traits::SmemLayoutQ{}));
+      Element* const q_next = ahead.has_next ? Traits::q_buffer(storage, ahead.q_iter) : q_smem;
+      Tensor tSrQn = thr_qk.partition_fragment_A(make_tensor(make_smem_ptr(q_next), typename Traits::SmemLayoutQ{}));
       turn_begin();
       if constexpr (kRescaleInTurn) rescale_o();
       wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);

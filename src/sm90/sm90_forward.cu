@@ -128,7 +128,8 @@ Status combine_splits(const AttentionArgs& args, const Problem& p, const LaunchP
 
 }  // namespace
 
-Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream) {
+Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream, WorkspaceAllocFn allocate,
+               void* context) {
   if (p.is_empty()) return Status::Ok();
   int const arch = device_arch(p.device_index);
   if (arch != 90) {
@@ -158,7 +159,8 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
   // bits: chunk_merge.h), as fast as before plain calls split; a workspace
   // lets small batches spread over the GPU. Serving calls have always
   // needed one: for them its absence is an error.
-  bool const has_workspace = args.workspace != nullptr && args.workspace_bytes >= plan.split.bytes;
+  bool const can_allocate = allocate != nullptr && args.workspace == nullptr;
+  bool const has_workspace = can_allocate || (args.workspace != nullptr && args.workspace_bytes >= plan.split.bytes);
   if (plan.split.bytes > 0 && !has_workspace && !per_seq && tile.block_m == kSplitMaxRows) {
     plan.split = folded(plan.split);
   }
@@ -174,10 +176,6 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
                                                    : "has only " + std::to_string(args.workspace_bytes) + " bytes") +
                         " (attention_workspace_size() gives the size)");
     }
-    if (reinterpret_cast<uintptr_t>(args.workspace) % 16 != 0) {
-      return Status(StatusCode::kInvalidArgument, "args.workspace must be 16-byte aligned");
-    }
-    plan.workspace = args.workspace;
   }
   tile.cluster_m = serving ? 1 : tuned_cluster(p, tile.block_m, tile.block_n);
   // Only a call that runs its chunks in one CTA takes the kernel with the fold.
@@ -190,6 +188,24 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream)
                       " block_n=" + std::to_string(tile.block_n) +
                       " (compiled" + (serving ? " for variable-length and KV-cache calls" : "") + ": " +
                       available_tiles(p.dtype, int(p.head_dim), serving) + ")");
+  }
+  // The workspace, allocated only now that the call runs, before anything
+  // is enqueued.
+  if (plan.split.bytes > 0) {
+    void* workspace = args.workspace;
+    if (can_allocate) {
+      workspace = allocate(context, plan.split.bytes);
+      if (workspace == nullptr) {
+        return Status(StatusCode::kInvalidArgument,
+                      "the workspace allocator returned null for " + std::to_string(plan.split.bytes) + " bytes");
+      }
+    }
+    if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
+      return Status(StatusCode::kInvalidArgument, can_allocate
+                                                      ? "the workspace allocator returned a pointer not 16-byte aligned"
+                                                      : "args.workspace must be 16-byte aligned");
+    }
+    plan.workspace = workspace;
   }
   if (p.seqlen_new > 0) {
     Status st = append_new_kv(args, p, stream);

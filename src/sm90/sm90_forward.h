@@ -7,7 +7,11 @@
 
 namespace flashcore::sm90 {
 
-Status forward(const AttentionArgs& args, const Problem& problem, cudaStream_t stream);
+// allocate (may be null): the split-KV workspace's allocator when
+// args.workspace is null (attention.h), called once the call is known to
+// run and before anything is enqueued.
+Status forward(const AttentionArgs& args, const Problem& problem, cudaStream_t stream,
+               WorkspaceAllocFn allocate = nullptr, void* context = nullptr);
 
 // Bytes of split-KV workspace forward() needs for `problem` (0: none).
 int64_t workspace_size(const Problem& problem);
