@@ -41,8 +41,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_o.get_tma_descriptor());
     if (Traits::kServing && params.block_table != nullptr) {
-      cute::prefetch_tma_descriptor(params.tma_k_chunk.get_tma_descriptor());
-      cute::prefetch_tma_descriptor(params.tma_v_chunk.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.page_wide ? params.tma_k_wide.get_tma_descriptor()
+                                                     : params.tma_k_chunk.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.page_wide ? params.tma_v_wide.get_tma_descriptor()
+                                                     : params.tma_v_chunk.get_tma_descriptor());
     }
     for (int i = 0; i < Traits::kQStages; ++i) {
       storage.barrier_q[i].init(1);

@@ -140,10 +140,20 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   if (Traits::kServing && p.paged && !no_keys) {
     auto mKp = tma_rows_tensor<Element const>(kv_view(args.k, p.page_size));
     auto mVp = tma_dim_major_tensor<Element const>(kv_view(args.v, p.page_size));
-    params.tma_k_chunk = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename Traits::SmemLayoutKChunk{},
-                                       Shape<Int<Traits::kChunk>, Int<Traits::kHeadDim>>{}, _1{});
-    params.tma_v_chunk = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename Traits::SmemLayoutVtChunk{},
-                                       Shape<Int<Traits::kHeadDim>, Int<Traits::kChunk>>{}, _1{});
+    params.page_wide = p.page_size % Traits::kWideChunk == 0;
+    if (params.page_wide) {
+      using C = typename Traits::WideChunk;
+      params.tma_k_wide = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename C::SmemLayoutK{},
+                                        Shape<Int<C::kKeys>, Int<Traits::kHeadDim>>{}, _1{});
+      params.tma_v_wide = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename C::SmemLayoutVt{},
+                                        Shape<Int<Traits::kHeadDim>, Int<C::kKeys>>{}, _1{});
+    } else {
+      using C = typename Traits::NarrowChunk;
+      params.tma_k_chunk = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename C::SmemLayoutK{},
+                                         Shape<Int<C::kKeys>, Int<Traits::kHeadDim>>{}, _1{});
+      params.tma_v_chunk = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename C::SmemLayoutVt{},
+                                         Shape<Int<Traits::kHeadDim>, Int<C::kKeys>>{}, _1{});
+    }
     params.block_table = args.block_table;
     params.block_table_stride = int32_t(p.block_table_stride);
     params.max_pages_per_seq = int32_t(p.max_pages_per_seq);
@@ -234,7 +244,10 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   params.paired_tiles = costs_vary_by_tile(p) && pair_tiles(tiles, sms);
   // A programmatic dependent of the previous kernel in the stream
   // (launch_attrs.h): its launch and prologue overlap that kernel's tail.
-  params.trigger_dependents_early = pdl_trigger_early();
+  // Not before the split-KV combine, which is faster launched as the
+  // forward CTAs exit (launch_attrs.h).
+  bool const combine_follows = plan.split.split_keys > 0 && !plan.split.fold;
+  params.trigger_dependents_early = pdl_trigger_early() && !combine_follows;
   PdlLaunch launch(dim3(unsigned(grid)), dim3(Traits::kNumThreads), size_t(smem), stream, Traits::kClusterM);
   cudaError_t err = cudaLaunchKernelEx(&launch.config, kernel, params);
   if (err != cudaSuccess) {

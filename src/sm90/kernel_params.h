@@ -16,9 +16,14 @@ struct KernelParams {
   typename Traits::TMA_K tma_k;
   typename Traits::TMA_V tma_v;
   typename Traits::TMA_O tma_o;
-  // Paged KV cache: 16-key chunks of one page each (kernel_traits.h).
-  typename Traits::TMA_KChunk tma_k_chunk{};  // set for paged calls only (flash_fwd_launch.h)
-  typename Traits::TMA_VChunk tma_v_chunk{};
+  // Paged KV cache: chunks of one page each (kernel_traits.h PageChunk), set
+  // for paged calls only (flash_fwd_launch.h): the wide ones when the page
+  // size is a multiple of their keys (page_wide), else the narrow ones.
+  typename Traits::NarrowChunk::TmaK tma_k_chunk{};
+  typename Traits::NarrowChunk::TmaV tma_v_chunk{};
+  typename Traits::WideChunk::TmaK tma_k_wide{};
+  typename Traits::WideChunk::TmaV tma_v_wide{};
+  bool page_wide = false;
 
   int32_t batch = 0, heads_q = 0, heads_kv = 0, group = 1;  // group = heads_q / heads_kv
   int32_t head_dim = 0;

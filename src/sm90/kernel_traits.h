@@ -230,32 +230,46 @@ struct KernelTraits {
       SM90_TMA_STORE{}, make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeT{}, StrideQKO{}),
       SmemLayoutO{}, Shape<Int<kStoreRows>, Int<kStoreCols>>{}, _1{}));
 
-  // Paged KV cache: a key block is loaded as kBlockN/kChunk loads of kChunk
-  // keys, each from the page that holds them (page sizes are multiples of
-  // kChunk). A chunk's shared-memory layout is that of rows [16i, 16i+16)
-  // of the full block: whole swizzle atoms, so it starts on a 1 KiB boundary.
+  // Paged KV cache: a key block is loaded as kBlockN/C loads of C keys,
+  // each from the page that holds them: C = kWideChunk when the page size is
+  // a multiple of it, else kChunk (page sizes are multiples of 16). A
+  // chunk's shared-memory layout is that of rows [Ci, Ci+C) of the full
+  // block: whole swizzle atoms, so it starts on a 1 KiB boundary. Wider
+  // chunks, fewer TMA issues: with 64-key pages, 64-key chunks made paged
+  // decode 2-2.5% faster than 16-key ones where it streams the cache (bf16
+  // 32/8 heads d128, batch 16 x 4k keys and batch 1 x 32k;
+  // bench/results/2026-11-26c-h100/ab4-page-chunk-table.txt).
   static constexpr int kChunk = 16;
+  static constexpr int kWideChunk = 64;
   // The paged, varlen and split-KV paths are compiled into the serving
   // variant only (kServing; dispatch refuses serving calls at head dim 256).
-  static_assert(kBlockN % kChunk == 0);
-  using SmemLayoutKChunk = decltype(composition(
-      take<0, 2>(SmemLayoutK{}), Layout<Shape<Int<kChunk>, Int<kHeadDim>>, Stride<_1, Int<kBlockN>>>{}));
-  using SmemLayoutVtChunk = decltype(composition(
-      take<0, 2>(SmemLayoutVt{}), Layout<Shape<Int<kHeadDim>, Int<kChunk>>, Stride<_1, Int<kHeadDim>>>{}));
-  using TMA_KChunk = decltype(make_tma_copy(
-      SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideQKO{}),
-      SmemLayoutKChunk{}, Shape<Int<kChunk>, Int<kHeadDim>>{}, _1{}));
-  using TMA_VChunk = decltype(make_tma_copy(
-      SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVt{}),
-      SmemLayoutVtChunk{}, Shape<Int<kHeadDim>, Int<kChunk>>{}, _1{}));
-  // Element offsets of chunk i of stage `stage` (unswizzled: a chunk starts
-  // at swizzle-atom row 0, where the swizzle is the identity).
-  CUTE_HOST_DEVICE static int k_chunk_offset(int i, int stage) {
-    return get_nonswizzle_portion(SmemLayoutK{})(make_coord(i * kChunk, 0, stage));
-  }
-  CUTE_HOST_DEVICE static int v_chunk_offset(int i, int stage) {
-    return get_nonswizzle_portion(SmemLayoutVt{})(make_coord(0, i * kChunk, stage));
-  }
+  static_assert(kBlockN % kChunk == 0 && (!kServing || kBlockN % kWideChunk == 0));
+  template <int C>
+  struct PageChunk {
+    static constexpr int kKeys = C;
+    using SmemLayoutK = decltype(composition(take<0, 2>(KernelTraits::SmemLayoutK{}),
+                                             Layout<Shape<Int<C>, Int<kHeadDim>>, Stride<_1, Int<kBlockN>>>{}));
+    using SmemLayoutVt = decltype(composition(take<0, 2>(KernelTraits::SmemLayoutVt{}),
+                                              Layout<Shape<Int<kHeadDim>, Int<C>>, Stride<_1, Int<kHeadDim>>>{}));
+    using TmaK = decltype(make_tma_copy(
+        SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideQKO{}),
+        SmemLayoutK{}, Shape<Int<C>, Int<kHeadDim>>{}, _1{}));
+    using TmaV = decltype(make_tma_copy(
+        SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVt{}),
+        SmemLayoutVt{}, Shape<Int<kHeadDim>, Int<C>>{}, _1{}));
+    // Element offsets of chunk i of stage `stage` (unswizzled: a chunk starts
+    // at swizzle-atom row 0, where the swizzle is the identity).
+    CUTE_HOST_DEVICE static int k_offset(int i, int stage) {
+      return get_nonswizzle_portion(KernelTraits::SmemLayoutK{})(make_coord(i * C, 0, stage));
+    }
+    CUTE_HOST_DEVICE static int v_offset(int i, int stage) {
+      return get_nonswizzle_portion(KernelTraits::SmemLayoutVt{})(make_coord(0, i * C, stage));
+    }
+  };
+  using NarrowChunk = PageChunk<kChunk>;
+  // (The plain kernels never read a paged cache; their key blocks need not
+  // hold whole wide chunks: head dim 256's 80 keys.)
+  using WideChunk = PageChunk<kServing ? kWideChunk : kChunk>;
 
   // Split-KV in one CTA (chunk_fold.h): the fold variant of a one-warpgroup
   // serving kernel keeps the merged O of a split sequence's chunks in

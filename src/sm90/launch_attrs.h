@@ -12,8 +12,18 @@
 // S128 12.70 / 12.37 / 11.75; large shapes (B4 S4096 d128, B32 S512 d256,
 // causal d128) within noise of each other in all three modes.
 //
+// One exception: a forward kernel followed by the split-KV combine triggers
+// at CTA exit. The likely reason (not profiled): triggered early, the
+// combine's CTAs are placed on the few SMs the forward grid leaves free and
+// read all the partials through them; at exit they spread over the GPU. The
+// combine itself triggers early. Same-run A/B,
+// bf16 decode 32/8 heads d128, batch 1 (bench/results/2026-11-26c-h100/
+// ab2-trigger-table.txt): 4k keys 13.2 -> 12.0 us (cache entry and plain
+// call), 32k keys 52.1 -> 51.0.
+//
 // FLASHCORE_PDL in the environment (read once per process) overrides this
-// for A/B measurements: 0 no PDL, 2 trigger at CTA exit; unset or 1: early.
+// for A/B measurements: 0 no PDL, 2 trigger at CTA exit everywhere; unset or
+// 1: as above.
 #pragma once
 
 #include <cuda_runtime.h>

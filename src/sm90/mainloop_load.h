@@ -7,9 +7,10 @@
 // pipelines, in the order the consumers read them (last key block first).
 //
 // Varlen sequences are addressed by offsetting the packed tensors' row
-// coordinate; a paged KV cache is read 16 keys at a time from the page the
-// block table names (kernel_traits.h: kChunk). Keys past a sequence's end are
-// loaded from outside the pool, which TMA fills with zeros.
+// coordinate; a paged KV cache is read 64 keys at a time (16 when the page
+// size is not a multiple of 64) from the page the block table names
+// (kernel_traits.h PageChunk). Keys past a sequence's end are loaded from
+// outside the pool, which TMA fills with zeros.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -28,9 +29,45 @@ struct MainloopLoad {
   using Storage = typename Traits::SharedStorage;
   using PipelineKV = typename Traits::PipelineKV;
   using PipelineState = typename Traits::PipelineState;
-  static constexpr int kChunk = Traits::kChunk;
-  static constexpr int kChunks = Traits::kBlockN / kChunk;
-  static_assert(kChunks <= 32, "paged KV: one producer lane a chunk");
+  static_assert(Traits::kBlockN / Traits::kChunk <= 32, "paged KV: one producer lane a chunk");
+
+  // Paged KV cache: lane i loads chunk i of key block n (Chunk::kKeys keys,
+  // at most 32 chunks a block) from the page holding its keys: the
+  // block-table lookups run in parallel, one round trip a block, and so do
+  // the TMA issues. (One thread doing them in turn, a dependent load per page
+  // and 16 issues a block, made paged decode 25-40% slower than a contiguous
+  // cache.) Chunks past the sequence (or past its block-table row) read page
+  // num_pages: out of the pool, so TMA writes zeros there.
+  template <class Chunk, class TmaK, class TmaV>
+  CUTE_DEVICE static void load_page_chunks(Params const& params, TmaK const& tma_k, TmaV const& tma_v,
+                                           Storage& storage, PipelineKV& pipeline_k, PipelineKV& pipeline_v,
+                                           PipelineState const& write_state, SeqInfo const& si, int batch,
+                                           int head_kv, int n, int lane) {
+    constexpr int kKeys = Chunk::kKeys;
+    if (lane >= Traits::kBlockN / kKeys) return;
+    Tensor mKp = tma_k.get_tma_tensor(make_shape(params.page_size, params.head_dim, params.heads_kv, params.num_pages));
+    Tensor mVp = tma_v.get_tma_tensor(make_shape(params.head_dim, params.page_size, params.heads_kv, params.num_pages));
+    int const stage = write_state.index();
+    int const i = lane;
+    int const key = n * Traits::kBlockN + i * kKeys;
+    int const logical = key / params.page_size;
+    int const row = key - logical * params.page_size;
+    int const page = key < si.seqlen_k && logical < params.max_pages_per_seq
+                         ? load_index(params.block_table + int64_t(batch) * params.block_table_stride + logical)
+                         : params.num_pages;
+    Tensor gk = local_tile(mKp(_, _, head_kv, page), Shape<Int<kKeys>, Int<Traits::kHeadDim>>{},
+                           make_coord(row / kKeys, _0{}));
+    Tensor sk = make_tensor(make_smem_ptr(storage.smem_k.data() + Chunk::k_offset(i, stage)),
+                            typename Chunk::SmemLayoutK{});
+    auto tma_kc = tma_k.get_slice(_0{});
+    copy(tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0), tma_kc.partition_S(gk), tma_kc.partition_D(sk));
+    Tensor gv = local_tile(mVp(_, _, head_kv, page), Shape<Int<Traits::kHeadDim>, Int<kKeys>>{},
+                           make_coord(_0{}, row / kKeys));
+    Tensor sv = make_tensor(make_smem_ptr(storage.smem_v.data() + Chunk::v_offset(i, stage)),
+                            typename Chunk::SmemLayoutVt{});
+    auto tma_vc = tma_v.get_slice(_0{});
+    copy(tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0), tma_vc.partition_S(gv), tma_vc.partition_D(sv));
+  }
 
   CUTE_DEVICE static void run(Params const& params, Storage& storage, PipelineKV& pipeline_k,
                               PipelineKV& pipeline_v) {
@@ -47,10 +84,6 @@ struct MainloopLoad {
     int32_t const k_batch = varlen_k ? 1 : params.batch;
     Tensor mK = params.tma_k.get_tma_tensor(make_shape(k_rows, params.head_dim, params.heads_kv, k_batch));
     Tensor mVt = params.tma_v.get_tma_tensor(make_shape(params.head_dim, k_rows, params.heads_kv, k_batch));
-    Tensor mKp = params.tma_k_chunk.get_tma_tensor(
-        make_shape(params.page_size, params.head_dim, params.heads_kv, params.num_pages));
-    Tensor mVp = params.tma_v_chunk.get_tma_tensor(
-        make_shape(params.head_dim, params.page_size, params.heads_kv, params.num_pages));
 
     auto tma_q = params.tma_q.get_slice(_0{});
     // With K/V multicast (kernel_traits.h kClusterM) the K/V TMA box is a
@@ -63,8 +96,6 @@ struct MainloopLoad {
     static_assert(Traits::kClusterM <= 2, "the other slice: one other CTA");
     auto tma_k_other = params.tma_k.get_slice(cta_rank ^ (Traits::kClusterM - 1));
     auto tma_v_other = params.tma_v.get_slice(cta_rank ^ (Traits::kClusterM - 1));
-    auto tma_kc = params.tma_k_chunk.get_slice(_0{});
-    auto tma_vc = params.tma_v_chunk.get_slice(_0{});
     Tensor tKsK = tma_k.partition_D(sK);
     Tensor tVsV = tma_v.partition_D(sVt);
     Tensor tKsK_other = tma_k_other.partition_D(sK);
@@ -145,35 +176,15 @@ struct MainloopLoad {
             pipeline_k.producer_acquire(write_state);
             pipeline_v.producer_acquire(write_state);
           }
-          // Lane i loads chunk i of the block (kChunks <= 32) from the page
-          // holding its keys: the block-table lookups run in parallel, one
-          // round trip a block, and so do the TMA issues. (One thread doing
-          // them in turn, a dependent load per page and 16 issues a block,
-          // made paged decode 25-40% slower than a contiguous cache.) Chunks
-          // past the sequence (or past its block-table row) read page
-          // num_pages: out of the pool, so TMA writes zeros there.
           __syncwarp();  // the stage is free and armed before any lane issues into it
-          if (lane < kChunks) {
-            int const stage = write_state.index();
-            int const i = lane;
-            int const key = n * Traits::kBlockN + i * kChunk;
-            int const logical = key / params.page_size;
-            int const row = key - logical * params.page_size;
-            int const page = key < si.seqlen_k && logical < params.max_pages_per_seq
-                                 ? load_index(params.block_table + int64_t(t.batch) * params.block_table_stride + logical)
-                                 : params.num_pages;
-            Tensor gk = local_tile(mKp(_, _, head_kv, page), Shape<Int<kChunk>, Int<Traits::kHeadDim>>{},
-                                   make_coord(row / kChunk, _0{}));
-            Tensor sk = make_tensor(make_smem_ptr(storage.smem_k.data() + Traits::k_chunk_offset(i, stage)),
-                                    typename Traits::SmemLayoutKChunk{});
-            copy(params.tma_k_chunk.with(*pipeline_k.producer_get_barrier(write_state), 0), tma_kc.partition_S(gk),
-                 tma_kc.partition_D(sk));
-            Tensor gv = local_tile(mVp(_, _, head_kv, page), Shape<Int<Traits::kHeadDim>, Int<kChunk>>{},
-                                   make_coord(_0{}, row / kChunk));
-            Tensor sv = make_tensor(make_smem_ptr(storage.smem_v.data() + Traits::v_chunk_offset(i, stage)),
-                                    typename Traits::SmemLayoutVtChunk{});
-            copy(params.tma_v_chunk.with(*pipeline_v.producer_get_barrier(write_state), 0), tma_vc.partition_S(gv),
-                 tma_vc.partition_D(sv));
+          if (params.page_wide) {
+            load_page_chunks<typename Traits::WideChunk>(params, params.tma_k_wide, params.tma_v_wide, storage,
+                                                         pipeline_k, pipeline_v, write_state, si, t.batch,
+                                                         head_kv, n, lane);
+          } else {
+            load_page_chunks<typename Traits::NarrowChunk>(params, params.tma_k_chunk, params.tma_v_chunk, storage,
+                                                           pipeline_k, pipeline_v, write_state, si, t.batch,
+                                                           head_kv, n, lane);
           }
         }
         ++write_state;

@@ -26,6 +26,7 @@ struct CombineParams {
   int64_t o_stride_b = 0, o_stride_h = 0, o_stride_s = 0;
   float* lse = nullptr;  // optional
   int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 0;
+  bool trigger_dependents_early = false;  // PDL (launch_attrs.h); set by launch_splitkv_combine
 };
 
 // Enqueues the combine on `stream` (a no-op for sequences that did not split).

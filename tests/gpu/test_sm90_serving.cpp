@@ -255,7 +255,11 @@ TEST(Sm90Serving, VarlenMatchesPlainCallsBitwise) {
 TEST(Sm90Serving, KvCacheContiguousAndPagedMatchPlainCallsBitwise) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed() + 1);
-  for (int64_t page : {int64_t(0), int64_t(16), int64_t(32), int64_t(64), int64_t(128), int64_t(256)}) {
+  // Page sizes that are not multiples of 64 are read in 16-key chunks, the
+  // others in 64-key chunks (kernel_traits.h PageChunk); 48 and 192 put page
+  // boundaries inside a 128-key block.
+  for (int64_t page : {int64_t(0), int64_t(16), int64_t(32), int64_t(48), int64_t(64), int64_t(128), int64_t(192),
+                       int64_t(256)}) {
     for (int64_t append : {int64_t(0), int64_t(1), int64_t(3)}) {
       for (Shape s : {Shape{DType::kBFloat16, 8, 2, 128, true}, Shape{DType::kFloat16, 4, 4, 64, true},
                       Shape{DType::kBFloat16, 4, 1, 96, false}}) {
@@ -458,7 +462,8 @@ TEST(Sm90Serving, PagedAndVarlenHeadDim256AreRefused) {
 
 // Small serving shapes for compute-sanitizer (scripts/gpu-check runs
 // memcheck, racecheck and synccheck on *SanitizerSubset*): varlen tails,
-// paged pages of 16 with append, split-KV decode across CTAs and in one.
+// paged pages of 16 and 64 (16- and 64-key chunks) with append, split-KV
+// decode across CTAs and in one.
 TEST(Sm90Serving, SanitizerSubset) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed() + 4);
@@ -467,8 +472,10 @@ TEST(Sm90Serving, SanitizerSubset) {
   std::vector<Result> got = run_varlen(s, seqs, kNoSplit);
   for (size_t b = 0; b < seqs.size(); ++b) expect_bitwise(got[b], run_plain(s, seqs[b]), "varlen", int(b));
   std::vector<Seq> dec = make_batch(s, {{2, 40}, {2, 530}}, rng);
-  std::vector<Result> paged = run_kvcache(s, dec, 16, 2, rng);  // the second one splits
-  for (size_t b = 0; b < dec.size(); ++b) expect_matches_float64(s, dec[b], paged[b]);
+  for (int64_t page : {int64_t(16), int64_t(64)}) {
+    std::vector<Result> paged = run_kvcache(s, dec, page, 2, rng);  // the second one splits
+    for (size_t b = 0; b < dec.size(); ++b) expect_matches_float64(s, dec[b], paged[b]);
+  }
   // The second sequence as a plain call: its chunks in one CTA (no
   // workspace: chunk_fold.h's shared-memory merge) and across CTAs.
   Result const folded = run_plain(s, dec[1], kSplitDefault, /*workspace=*/false);

@@ -83,6 +83,11 @@ BASE = [
     ("dB1S4096", "bf16", 1, 32, 4096, 128, "plain", ()),
     ("dB1S32768", "bf16", 1, 32, 32768, 128, "plain", ()),
     ("dB16S4096", "bf16", 16, 32, 4096, 128, "plain", ()),
+    # the cache entry over a paged pool (the benchmark's: 64-key pages,
+    # shuffled), BHSD
+    ("pgB1S4096", "bf16", 1, 32, 4096, 128, "paged", ()),
+    ("pgB1S32768", "bf16", 1, 32, 32768, 128, "paged", ()),
+    ("pgB16S4096", "bf16", 16, 32, 4096, 128, "paged", ()),
 ]
 DECODE_KV_HEADS = 8  # of the decode rows
 
@@ -137,6 +142,7 @@ def main():
 
     import flashcore
     from flashcore.bench.timing import time_eager, time_graph
+    from flashcore.bench.backends import PAGE_SIZE, page_table, to_page_pool
 
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     only = set(sys.argv[2].split(",")) if len(sys.argv) > 2 and sys.argv[2] else None
@@ -146,7 +152,7 @@ def main():
     for tag, dt, B, H, S, D, causal, bm, bn in SHAPES:
         if only and tag not in only:
             continue
-        decode = causal in ("kv", "plain")
+        decode = causal in ("kv", "plain", "paged")
         if decode:  # one query a sequence, S keys, timed in graphs over enough sets to miss L2 (50 MB)
             hk = DECODE_KV_HEADS
             small, sets = True, min(8, -(-96 * 2**20 // (2 * B * hk * S * D * 2)))
@@ -157,6 +163,9 @@ def main():
             cache = [x.transpose(1, 2).contiguous() for x in t]
             lens = torch.full((B,), S, dtype=torch.int32, device="cuda")
             o_bshd = torch.empty(B, 1, H, D, device="cuda", dtype=dtypes[dt])
+            if causal == "paged":
+                btab, perm = page_table(B, S // PAGE_SIZE, "cuda")
+                pools = [to_page_pool(x, perm) if j % 3 else x for j, x in enumerate(t)]
         else:
             small = B * H * S * S * D < 2**31
             sets = 4 if small else 1
@@ -167,6 +176,9 @@ def main():
             if causal == "kv":
                 return flashcore.attention_with_kvcache(cache[3 * i], cache[3 * i + 1], cache[3 * i + 2], lens,
                                                         out=o_bshd).transpose(1, 2)
+            if causal == "paged":
+                return flashcore.attention_with_kvcache(t[3 * i], pools[3 * i + 1], pools[3 * i + 2], lens,
+                                                        block_table=btab, layout="bhsd", check=False, out=o)
             return flashcore.attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], causal=causal is True, out=o,
                                        block_m=bm, block_n=bn)
 
