@@ -41,10 +41,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_o.get_tma_descriptor());
     if (Traits::kServing && params.block_table != nullptr) {
-      cute::prefetch_tma_descriptor(params.page_wide ? params.tma_k_wide.get_tma_descriptor()
-                                                     : params.tma_k_chunk.get_tma_descriptor());
-      cute::prefetch_tma_descriptor(params.page_wide ? params.tma_v_wide.get_tma_descriptor()
-                                                     : params.tma_v_chunk.get_tma_descriptor());
+      bool const wide = params.page_wide;
+      cute::prefetch_tma_descriptor(wide ? params.page_tma_wide.k.get_tma_descriptor()
+                                         : params.page_tma_narrow.k.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(wide ? params.page_tma_wide.v.get_tma_descriptor()
+                                         : params.page_tma_narrow.v.get_tma_descriptor());
     }
     for (int i = 0; i < Traits::kQStages; ++i) {
       storage.barrier_q[i].init(1);
@@ -78,8 +79,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // touches only shared memory and the kernel parameters; the wait below
   // holds every thread until that kernel has finished and its writes are
   // visible, before the first global read or write. The next kernel (the
-  // split-KV combine, or the next attention call) may then be scheduled as
-  // SMs free up (launch_attrs.h: when), and waits the same way.
+  // next attention call, say) may then be scheduled as SMs free up, and
+  // waits the same way; a split-KV combine only as this grid's CTAs exit
+  // (launch_attrs.h).
   pdl_wait_for_previous_kernel();
   if (params.trigger_dependents_early) pdl_launch_dependents();
 

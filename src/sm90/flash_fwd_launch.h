@@ -140,19 +140,11 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   if (Traits::kServing && p.paged && !no_keys) {
     auto mKp = tma_rows_tensor<Element const>(kv_view(args.k, p.page_size));
     auto mVp = tma_dim_major_tensor<Element const>(kv_view(args.v, p.page_size));
-    params.page_wide = p.page_size % Traits::kWideChunk == 0;
+    params.page_wide = p.page_size % Traits::WideChunk::kKeys == 0;
     if (params.page_wide) {
-      using C = typename Traits::WideChunk;
-      params.tma_k_wide = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename C::SmemLayoutK{},
-                                        Shape<Int<C::kKeys>, Int<Traits::kHeadDim>>{}, _1{});
-      params.tma_v_wide = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename C::SmemLayoutVt{},
-                                        Shape<Int<Traits::kHeadDim>, Int<C::kKeys>>{}, _1{});
+      params.page_tma_wide = Traits::WideChunk::make_tmas(mKp, mVp);
     } else {
-      using C = typename Traits::NarrowChunk;
-      params.tma_k_chunk = make_tma_copy(SM90_TMA_LOAD{}, mKp, typename C::SmemLayoutK{},
-                                         Shape<Int<C::kKeys>, Int<Traits::kHeadDim>>{}, _1{});
-      params.tma_v_chunk = make_tma_copy(SM90_TMA_LOAD{}, mVp, typename C::SmemLayoutVt{},
-                                         Shape<Int<Traits::kHeadDim>, Int<C::kKeys>>{}, _1{});
+      params.page_tma_narrow = Traits::NarrowChunk::make_tmas(mKp, mVp);
     }
     params.block_table = args.block_table;
     params.block_table_stride = int32_t(p.block_table_stride);

@@ -17,13 +17,10 @@ struct KernelParams {
   typename Traits::TMA_V tma_v;
   typename Traits::TMA_O tma_o;
   // Paged KV cache: chunks of one page each (kernel_traits.h PageChunk), set
-  // for paged calls only (flash_fwd_launch.h): the wide ones when the page
-  // size is a multiple of their keys (page_wide), else the narrow ones.
-  typename Traits::NarrowChunk::TmaK tma_k_chunk{};
-  typename Traits::NarrowChunk::TmaV tma_v_chunk{};
-  typename Traits::WideChunk::TmaK tma_k_wide{};
-  typename Traits::WideChunk::TmaV tma_v_wide{};
-  bool page_wide = false;
+  // for paged calls only (flash_fwd_launch.h): the wide pair when the page
+  // size is a multiple of its keys (page_wide, below), else the narrow one.
+  typename Traits::NarrowChunk::Tmas page_tma_narrow{};
+  typename Traits::WideChunk::Tmas page_tma_wide{};
 
   int32_t batch = 0, heads_q = 0, heads_kv = 0, group = 1;  // group = heads_q / heads_kv
   int32_t head_dim = 0;
@@ -46,6 +43,7 @@ struct KernelParams {
   // Paged KV: k/v are pools (page_size, D, heads_kv, num_pages) for TMA.
   const int32_t* block_table = nullptr;
   int32_t block_table_stride = 0, max_pages_per_seq = 0, page_size = 0, num_pages = 0;
+  bool page_wide = false;  // page_size is a multiple of WideChunk's keys
 
   // Split-KV partial results (workspace): slot ((batch * heads + head) *
   // max_splits + split) holds partial_rows rows of head_dim floats (O

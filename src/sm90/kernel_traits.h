@@ -235,10 +235,12 @@ struct KernelTraits {
   // a multiple of it, else kChunk (page sizes are multiples of 16). A
   // chunk's shared-memory layout is that of rows [Ci, Ci+C) of the full
   // block: whole swizzle atoms, so it starts on a 1 KiB boundary. Wider
-  // chunks, fewer TMA issues: with 64-key pages, 64-key chunks made paged
-  // decode 2-2.5% faster than 16-key ones where it streams the cache (bf16
-  // 32/8 heads d128, batch 16 x 4k keys and batch 1 x 32k;
-  // bench/results/2026-11-26c-h100/ab4-page-chunk-table.txt).
+  // chunks, fewer block-table lookups and K loads (head dim 128: K in 4
+  // TMA loads a block instead of 16; V's layout, its two 64-dim halves
+  // interleaved every 8 keys, keeps it at 32 either way): with 64-key
+  // pages, 64-key chunks made paged decode 2-2.5% faster than 16-key ones
+  // where it streams the cache (bf16 32/8 heads d128, batch 16 x 4k keys and
+  // batch 1 x 32k; bench/results/2026-11-26c-h100/ab4-page-chunk-table.txt).
   static constexpr int kChunk = 16;
   static constexpr int kWideChunk = 64;
   // The paged, varlen and split-KV paths are compiled into the serving
@@ -257,6 +259,17 @@ struct KernelTraits {
     using TmaV = decltype(make_tma_copy(
         SM90_TMA_LOAD{}, make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeT{}, StrideVt{}),
         SmemLayoutVt{}, Shape<Int<kHeadDim>, Int<C>>{}, _1{}));
+    // The pair of descriptors a paged call reads with (kernel_params.h),
+    // built on the host over the page pool's K and V (flash_fwd_launch.h).
+    struct Tmas {
+      TmaK k{};
+      TmaV v{};
+    };
+    template <class PoolK, class PoolV>
+    static Tmas make_tmas(PoolK const& pool_k, PoolV const& pool_v) {
+      return {make_tma_copy(SM90_TMA_LOAD{}, pool_k, SmemLayoutK{}, Shape<Int<C>, Int<kHeadDim>>{}, _1{}),
+              make_tma_copy(SM90_TMA_LOAD{}, pool_v, SmemLayoutVt{}, Shape<Int<kHeadDim>, Int<C>>{}, _1{})};
+    }
     // Element offsets of chunk i of stage `stage` (unswizzled: a chunk starts
     // at swizzle-atom row 0, where the swizzle is the identity).
     CUTE_HOST_DEVICE static int k_offset(int i, int stage) {

@@ -9,8 +9,10 @@
 // Varlen sequences are addressed by offsetting the packed tensors' row
 // coordinate; a paged KV cache is read 64 keys at a time (16 when the page
 // size is not a multiple of 64) from the page the block table names
-// (kernel_traits.h PageChunk). Keys past a sequence's end are loaded from
-// outside the pool, which TMA fills with zeros.
+// (kernel_traits.h PageChunk). Chunks that start past a sequence's end are
+// loaded from outside the pool, which TMA fills with zeros; the keys of the
+// sequence's last chunk past its end are read as the cache holds them, and
+// masked (docs/numerics.md: a NaN/Inf left there still reaches the rows).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -36,14 +38,16 @@ struct MainloopLoad {
   // block-table lookups run in parallel, one round trip a block, and so do
   // the TMA issues. (One thread doing them in turn, a dependent load per page
   // and 16 issues a block, made paged decode 25-40% slower than a contiguous
-  // cache.) Chunks past the sequence (or past its block-table row) read page
-  // num_pages: out of the pool, so TMA writes zeros there.
-  template <class Chunk, class TmaK, class TmaV>
-  CUTE_DEVICE static void load_page_chunks(Params const& params, TmaK const& tma_k, TmaV const& tma_v,
-                                           Storage& storage, PipelineKV& pipeline_k, PipelineKV& pipeline_v,
+  // cache.) Chunks that start past the sequence (or past its block-table
+  // row) read page num_pages: out of the pool, so TMA writes zeros there.
+  template <class Chunk>
+  CUTE_DEVICE static void load_page_chunks(Params const& params, typename Chunk::Tmas const& tmas, Storage& storage,
+                                           PipelineKV& pipeline_k, PipelineKV& pipeline_v,
                                            PipelineState const& write_state, SeqInfo const& si, int batch,
                                            int head_kv, int n, int lane) {
     constexpr int kKeys = Chunk::kKeys;
+    auto const& tma_k = tmas.k;
+    auto const& tma_v = tmas.v;
     if (lane >= Traits::kBlockN / kKeys) return;
     Tensor mKp = tma_k.get_tma_tensor(make_shape(params.page_size, params.head_dim, params.heads_kv, params.num_pages));
     Tensor mVp = tma_v.get_tma_tensor(make_shape(params.head_dim, params.page_size, params.heads_kv, params.num_pages));
@@ -178,13 +182,11 @@ struct MainloopLoad {
           }
           __syncwarp();  // the stage is free and armed before any lane issues into it
           if (params.page_wide) {
-            load_page_chunks<typename Traits::WideChunk>(params, params.tma_k_wide, params.tma_v_wide, storage,
-                                                         pipeline_k, pipeline_v, write_state, si, t.batch,
-                                                         head_kv, n, lane);
+            load_page_chunks<typename Traits::WideChunk>(params, params.page_tma_wide, storage, pipeline_k,
+                                                         pipeline_v, write_state, si, t.batch, head_kv, n, lane);
           } else {
-            load_page_chunks<typename Traits::NarrowChunk>(params, params.tma_k_chunk, params.tma_v_chunk, storage,
-                                                           pipeline_k, pipeline_v, write_state, si, t.batch,
-                                                           head_kv, n, lane);
+            load_page_chunks<typename Traits::NarrowChunk>(params, params.page_tma_narrow, storage, pipeline_k,
+                                                           pipeline_v, write_state, si, t.batch, head_kv, n, lane);
           }
         }
         ++write_state;

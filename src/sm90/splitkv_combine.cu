@@ -37,9 +37,10 @@
 namespace flashcore::sm90 {
 namespace {
 
-// 4 warps: 32 CTAs at batch 1 over 8 KV heads, as many as cuDNN's
-// reduction. 2 or 1 warps a CTA (more CTAs) measured level or up to 0.3 us
-// slower (bench/results/2026-11-26c-h100/ab2-trigger-table.txt).
+// 4 warps a CTA: 16 CTAs at batch 1 over 8 KV heads (4 packed rows of two
+// warps each a KV head). 2 or 1 warps a CTA (32 or 64 CTAs; cuDNN's
+// reduction runs 32) measured level or up to 0.3 us slower
+// (bench/results/2026-11-26c-h100/ab2-trigger-table.txt).
 constexpr int kWarpsPerCta = 4;
 constexpr int kColsPerWarp = 64;  // 2 columns a lane
 constexpr int kMaxHeadDim = 128;
@@ -64,8 +65,8 @@ __device__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
 
 template <class Element>
 __global__ void __launch_bounds__(32 * kWarpsPerCta) splitkv_combine_kernel(const CombineParams p) {
-  // The combine may be scheduled before the forward kernel exits
-  // (launch_splitkv_combine): wait for its partial results first.
+  // A programmatic dependent of the forward kernel (launch_splitkv_combine):
+  // wait until its partial results are written and visible.
   pdl_wait_for_previous_kernel();
   // The next kernel may launch now, as after the forward kernels
   // (launch_attrs.h): 0.2-0.5 us at batch 1 (ab2-trigger-table.txt, w4t).
@@ -103,8 +104,10 @@ __global__ void __launch_bounds__(32 * kWarpsPerCta) splitkv_combine_kernel(cons
       bool const ok = u <= s0;  // chunk s0 - u exists
       o[u] = ok && col_active ? *reinterpret_cast<const float2*>(o_s) : make_float2(0.f, 0.f);
       l[u] = ok ? *l_s : -INFINITY;
-      o_s -= chunk_stride;
-      l_s -= p.partial_rows;
+      if (u < s0) {  // the pointers stay on chunks that exist
+        o_s -= chunk_stride;
+        l_s -= p.partial_rows;
+      }
     }
   };
   MergeRow state;
@@ -138,9 +141,10 @@ Status launch_splitkv_combine(const CombineParams& params, DType dtype, cudaStre
                   "split-KV combine: head_dim " + std::to_string(params.head_dim) + " is not supported");
   }
   auto kernel = dtype == DType::kFloat16 ? splitkv_combine_kernel<__half> : splitkv_combine_kernel<__nv_bfloat16>;
-  // Programmatic dependent launch (launch_attrs.h): the combine is queued
-  // while the forward kernel still runs, and griddepcontrol.wait holds it
-  // until the partials are written, which hides most of a second launch.
+  // Programmatic dependent launch (launch_attrs.h): the forward kernel lets
+  // the combine launch as its CTAs exit (not earlier: faster, launch_attrs.h),
+  // so its CTAs start as SMs free up; griddepcontrol.wait holds them until
+  // all partials are written.
   int const warps = params.partial_rows * ((params.head_dim + kColsPerWarp - 1) / kColsPerWarp);
   PdlLaunch launch(dim3(unsigned(params.batch) * unsigned(params.heads), unsigned((warps + kWarpsPerCta - 1) / kWarpsPerCta)),
                    dim3(32 * kWarpsPerCta), 0, stream);

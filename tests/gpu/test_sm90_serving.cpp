@@ -463,7 +463,7 @@ TEST(Sm90Serving, PagedAndVarlenHeadDim256AreRefused) {
 // Small serving shapes for compute-sanitizer (scripts/gpu-check runs
 // memcheck, racecheck and synccheck on *SanitizerSubset*): varlen tails,
 // paged pages of 16 and 64 (16- and 64-key chunks) with append, split-KV
-// decode across CTAs and in one.
+// decode across CTAs (head dims 64 and 128) and in one.
 TEST(Sm90Serving, SanitizerSubset) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed() + 4);
@@ -476,6 +476,12 @@ TEST(Sm90Serving, SanitizerSubset) {
     std::vector<Result> paged = run_kvcache(s, dec, page, 2, rng);  // the second one splits
     for (size_t b = 0; b < dec.size(); ++b) expect_matches_float64(s, dec[b], paged[b]);
   }
+  // Head dim 128: the combine spreads each row over two warps, and a 64-key
+  // chunk is two TMA boxes of K.
+  Shape const s128{DType::kBFloat16, 8, 2, 128, false};
+  std::vector<Seq> dec128 = make_batch(s128, {{1, 530}, {3, 1100}}, rng);
+  std::vector<Result> paged128 = run_kvcache(s128, dec128, 64, 0, rng);  // both split
+  for (size_t b = 0; b < dec128.size(); ++b) expect_matches_float64(s128, dec128[b], paged128[b]);
   // The second sequence as a plain call: its chunks in one CTA (no
   // workspace: chunk_fold.h's shared-memory merge) and across CTAs.
   Result const folded = run_plain(s, dec[1], kSplitDefault, /*workspace=*/false);
