@@ -157,7 +157,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
     return Status(StatusCode::kInvalidArgument,
                   "split-KV in one CTA needs a one-warpgroup serving kernel (block_m 64)");
   }
-  if (plan.split.split_keys > 0 && !plan.split.fold) {
+  if (plan.split.across_ctas()) {
     params.partial_o = static_cast<float*>(plan.workspace);
     params.partial_lse = reinterpret_cast<float*>(static_cast<char*>(plan.workspace) + plan.split.partial_o_bytes);
     params.partial_rows = plan.split.partial_rows;
@@ -238,8 +238,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   // (launch_attrs.h): its launch and prologue overlap that kernel's tail.
   // Not before the split-KV combine, which is faster launched as the
   // forward CTAs exit (launch_attrs.h).
-  bool const combine_follows = plan.split.split_keys > 0 && !plan.split.fold;
-  params.trigger_dependents_early = pdl_trigger_early() && !combine_follows;
+  params.trigger_dependents_early = pdl_trigger_early() && !plan.split.across_ctas();
   PdlLaunch launch(dim3(unsigned(grid)), dim3(Traits::kNumThreads), size_t(smem), stream, Traits::kClusterM);
   cudaError_t err = cudaLaunchKernelEx(&launch.config, kernel, params);
   if (err != cudaSuccess) {

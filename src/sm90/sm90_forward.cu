@@ -212,7 +212,7 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream,
     if (!st.ok()) return st;
   }
   Status st = k->launch(args, p, plan, stream);
-  if (!st.ok() || plan.split.split_keys == 0 || plan.split.fold) return st;
+  if (!st.ok() || !plan.split.across_ctas()) return st;
   return combine_splits(args, p, plan, stream);
 }
 

@@ -25,6 +25,10 @@ struct SplitPlan {
   // Split sequences walk all their chunks in one CTA (chunk_fold.h): no
   // partials, no workspace, no combine. Set by fold_splits() below.
   bool fold = false;
+
+  // Chunks run as tiles of their own, write partials to the workspace, and
+  // the combine kernel merges them after the forward kernel.
+  bool across_ctas() const { return split_keys > 0 && !fold; }
 };
 
 inline SplitPlan plan_split(const Problem& p) {
