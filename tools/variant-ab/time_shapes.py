@@ -88,6 +88,8 @@ BASE = [
     ("pgB1S4096", "bf16", 1, 32, 4096, 128, "paged", ()),
     ("pgB1S32768", "bf16", 1, 32, 32768, 128, "paged", ()),
     ("pgB16S4096", "bf16", 16, 32, 4096, 128, "paged", ()),
+    # pages of 16 keys (read in 16-key chunks; kernel_traits.h PageChunk)
+    ("pg16B16S4096", "bf16", 16, 32, 4096, 128, "paged16", ()),
 ]
 DECODE_KV_HEADS = 8  # of the decode rows
 
@@ -152,7 +154,7 @@ def main():
     for tag, dt, B, H, S, D, causal, bm, bn in SHAPES:
         if only and tag not in only:
             continue
-        decode = causal in ("kv", "plain", "paged")
+        decode = causal in ("kv", "plain", "paged", "paged16")
         if decode:  # one query a sequence, S keys, timed in graphs over enough sets to miss L2 (50 MB)
             hk = DECODE_KV_HEADS
             small, sets = True, min(8, -(-96 * 2**20 // (2 * B * hk * S * D * 2)))
@@ -163,9 +165,10 @@ def main():
             cache = [x.transpose(1, 2).contiguous() for x in t]
             lens = torch.full((B,), S, dtype=torch.int32, device="cuda")
             o_bshd = torch.empty(B, 1, H, D, device="cuda", dtype=dtypes[dt])
-            if causal == "paged":
-                btab, perm = page_table(B, S // PAGE_SIZE, "cuda")
-                pools = [to_page_pool(x, perm) if j % 3 else x for j, x in enumerate(t)]
+            if causal in ("paged", "paged16"):
+                page = 16 if causal == "paged16" else PAGE_SIZE
+                btab, perm = page_table(B, S // page, "cuda")
+                pools = [to_page_pool(x, perm, page) if j % 3 else x for j, x in enumerate(t)]
         else:
             small = B * H * S * S * D < 2**31
             sets = 4 if small else 1
@@ -176,7 +179,7 @@ def main():
             if causal == "kv":
                 return flashcore.attention_with_kvcache(cache[3 * i], cache[3 * i + 1], cache[3 * i + 2], lens,
                                                         out=o_bshd).transpose(1, 2)
-            if causal == "paged":
+            if causal in ("paged", "paged16"):
                 return flashcore.attention_with_kvcache(t[3 * i], pools[3 * i + 1], pools[3 * i + 2], lens,
                                                         block_table=btab, layout="bhsd", check=False, out=o)
             return flashcore.attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], causal=causal is True, out=o,
