@@ -13,8 +13,7 @@ namespace flashcore {
 namespace {
 
 // allocate: null, or attention_forward's workspace allocator (attention.h).
-Status dispatch(const AttentionArgs& args, cudaStream_t stream, WorkspaceAllocFn allocate = nullptr,
-                void* context = nullptr) {
+Status dispatch(const AttentionArgs& args, cudaStream_t stream, WorkspaceAllocFn allocate, void* context) {
   Problem problem;
   Status status = validate(args, &problem);
   if (!status.ok()) return status;
@@ -42,7 +41,7 @@ Status dispatch(const AttentionArgs& args, cudaStream_t stream, WorkspaceAllocFn
 // The public API promises never to throw (it backs a C ABI), so anything a
 // backend or the standard library throws becomes kInternal.
 Status attention_forward(const AttentionArgs& args, cudaStream_t stream) {
-  return catch_all([&] { return dispatch(args, stream); });
+  return attention_forward(args, stream, nullptr, nullptr);
 }
 
 Status attention_forward(const AttentionArgs& args, cudaStream_t stream, WorkspaceAllocFn allocate,

@@ -113,9 +113,7 @@ void fc_attention_args_init(fc_attention_args* args) {
 }
 
 int fc_attention_forward(const fc_attention_args* args, void* stream) {
-  return call(args, [&](const flashcore::AttentionArgs& a) {
-    return flashcore::attention_forward(a, static_cast<cudaStream_t>(stream));
-  });
+  return fc_attention_forward_alloc(args, stream, nullptr, nullptr);
 }
 
 int fc_attention_forward_alloc(const fc_attention_args* args, void* stream, fc_workspace_alloc_fn allocate,
