@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -109,7 +110,16 @@ class HostTensor {
 
   int64_t numel() const { return view.shape[0] * view.shape[1] * view.shape[2] * view.shape[3]; }
 
+  // A test helper that indexes past the view throws (gtest reports it as a
+  // failure) instead of writing past the buffer.
   int64_t offset(int64_t b, int64_t h, int64_t s, int64_t d) const {
+    const int64_t idx[4] = {b, h, s, d};
+    for (int i = 0; i < 4; ++i) {
+      if (idx[i] < 0 || idx[i] >= view.shape[i]) {
+        throw std::out_of_range("HostTensor index " + std::to_string(idx[i]) + " outside dimension " +
+                                std::to_string(i) + " of size " + std::to_string(view.shape[i]));
+      }
+    }
     return b * view.stride[0] + h * view.stride[1] + s * view.stride[2] + d * view.stride[3];
   }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "flashcore/attention.h"
@@ -180,7 +181,10 @@ std::vector<Result> run_kvcache(const Shape& s, const std::vector<Seq>& seqs, in
                                 std::mt19937& rng, int num_splits = kSplitDefault) {
   int64_t const B = int64_t(seqs.size()), sq = seqs[0].sq;
   int64_t max_k = 0;
-  for (const Seq& x : seqs) max_k = std::max(max_k, x.sk);
+  for (const Seq& x : seqs) {
+    if (x.sq != sq) throw std::invalid_argument("run_kvcache: every sequence needs the same query length");
+    max_k = std::max(max_k, x.sk);
+  }
   int64_t const cap = page_size ? (max_k + page_size - 1) / page_size * page_size + page_size : max_k + 7;
   int64_t const pages_per_seq = page_size ? cap / page_size : 0;
   int64_t const num_pages = page_size ? B * pages_per_seq + 3 : 0;
@@ -479,7 +483,7 @@ TEST(Sm90Serving, SanitizerSubset) {
   // Head dim 128: the combine spreads each row over two warps, and a 64-key
   // chunk is two TMA boxes of K.
   Shape const s128{DType::kBFloat16, 8, 2, 128, false};
-  std::vector<Seq> dec128 = make_batch(s128, {{1, 530}, {3, 1100}}, rng);
+  std::vector<Seq> dec128 = make_batch(s128, {{3, 530}, {3, 1100}}, rng);  // 12 packed rows each
   std::vector<Result> paged128 = run_kvcache(s128, dec128, 64, 0, rng);  // both split
   for (size_t b = 0; b < dec128.size(); ++b) expect_matches_float64(s128, dec128[b], paged128[b]);
   // The second sequence as a plain call: its chunks in one CTA (no
