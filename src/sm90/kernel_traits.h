@@ -139,8 +139,21 @@ struct KernelTraits {
 
   using SmemAtomVt = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                               GMMA::Major::MN, Element, Int<kHeadDim>, Int<kBlockN>>());
+  // V's layout: each 64-dim slice of the head dim holds the whole key block
+  // as one run of swizzle atoms (keys first, then dims), so a block of V is
+  // one TMA box a slice (head dim 128: 2 loads a block, K alike), and a
+  // paged chunk two. Until 2026-11-26 the slices were interleaved every 8
+  // keys (Step<_1, _2, _3>, CuTe's default for the MN-major atom), which
+  // split V into 8-key boxes: 32 loads a block at head dim 128, 40 at 256
+  // with 80 keys. Same-run A/B on an H100, bf16, three rounds, output bits
+  // identical (bench/results/2026-11-26d-h100/ab2-v-runs-table.txt, runs of
+  // 8/32/64/128 keys: tools/variant-ab/patches/v-run.patch): whole-block
+  // runs make head dim 128 8.5% faster at 512 tokens without a mask, 7.7%
+  // at 1k, 4% causal at 512-1k, 2-3% causal from 2k to 16k and 1% at 16k
+  // without a mask; head dim 256 2.3% at 512; 32- and 64-key runs gain about
+  // as much; decode level.
   using SmemLayoutVt = decltype(tile_to_shape(
-      SmemAtomVt{}, Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_1, _2, _3>{}));
+      SmemAtomVt{}, Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{}));
 
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
@@ -235,9 +248,9 @@ struct KernelTraits {
   // a multiple of it, else kChunk (page sizes are multiples of 16). A
   // chunk's shared-memory layout is that of rows [Ci, Ci+C) of the full
   // block: whole swizzle atoms, so it starts on a 1 KiB boundary. Wider
-  // chunks, fewer block-table lookups and K loads (head dim 128: K in 4
-  // TMA loads a block instead of 16; V's layout, its two 64-dim halves
-  // interleaved every 8 keys, keeps it at 32 either way): with 64-key
+  // chunks, fewer block-table lookups and TMA loads (head dim 128: K in 4
+  // loads a block instead of 16, V in 4 as well, its slices being runs of
+  // whole blocks: SmemLayoutVt above): with 64-key
   // pages, 64-key chunks made paged decode 2-2.5% faster than 16-key ones
   // where it streams the cache (bf16 32/8 heads d128, batch 16 x 4k keys and
   // batch 1 x 32k; bench/results/2026-11-26c-h100/ab4-page-chunk-table.txt).
