@@ -49,6 +49,8 @@ FOLD_TILES = tuple(t for t in SERVING_TILES if t[1] == 64)
 # (tuning_table.h tuned_cluster, which lists the same tiles).
 CLUSTER_TILES = (
     (64, 192, 128, 4),
+    (128, 128, 128, 2),
+    (256, 128, 64, 2),
     (256, 128, 80, 2),
 )
 # (dtype, head_dim, block_m, block_n, stages, serving, cluster_m, fold)

@@ -163,14 +163,20 @@ inline bool cluster_allowed() {
 //    rounds' spread;
 //  - head dim 256, 80-key blocks (2k keys and up): 2% faster at 4k, 3.5% at
 //    8k, 2% at 16k, level at 2k;
-//  - not taken: head dim 128 (128-row tiles, 2 or 3 stages) 0.5-3% slower at
-//    512-4k and level at 8k-16k, so L2 bandwidth is not what holds those
-//    kernels back; head dim 256 with 64-key blocks 1% slower at 512-1k.
+//  - head dim 128 (128-row tiles) and head dim 256 with 64-key blocks since
+//    2026-11-26 (bench/results/2026-11-26d-h100/ab3-more-cluster-table.txt,
+//    three rounds, bits identical), once V's TMA loads were one box a 64-dim
+//    slice instead of 8-key boxes (kernel_traits.h SmemLayoutVt): head dim
+//    128 2.4-2.9% faster at 4k-16k, 1.8% at 1k, level at 512; head dim 256
+//    with 64 keys 0.8% at 512 and 1.3% at 1k. With the 8-key boxes both were
+//    slower (head dim 128 0.5-3% at 512-4k, level at 8k-16k; head dim 256
+//    1% at 512-1k: 2026-11-25d).
 // These tiles are compiled with multicast (tools/gen_sm90_kernels.py
 // CLUSTER_TILES lists the same; each multicast kernel's launch checks at
 // compile time that it is listed here, flash_fwd_launch.h).
 constexpr bool has_cluster_kernel(int head_dim, int block_m, int block_n) {
-  return (head_dim == 64 && block_m == 192) || (head_dim == 256 && block_m == 128 && block_n == 80);
+  return (head_dim == 64 && block_m == 192) || (head_dim == 128 && block_m == 128) ||
+         (head_dim == 256 && block_m == 128);
 }
 
 // K/V multicast where it is compiled and the call allows it. It changes only

@@ -193,10 +193,11 @@ TEST(TuningTable, KvMulticastOnlyForUnmaskedPlainCallsWhoseTilesPairUp) {
   plain.head_dim = 256;
   EXPECT_TRUE(cluster_eligible(plain, 128, 2, false));
   EXPECT_EQ(tuned_cluster(plain, 128, 80), 2);
-  EXPECT_EQ(tuned_cluster(plain, 128, 64), 1);  // slower with 64-key blocks: not compiled
+  EXPECT_EQ(tuned_cluster(plain, 128, 64), 2);
   plain.head_dim = 128;
-  EXPECT_EQ(tuned_cluster(plain, 128, 128), 1);  // slower at head dim 128
-  plain.head_dim = 96;
+  EXPECT_EQ(tuned_cluster(plain, 128, 128), 2);
+  EXPECT_EQ(tuned_cluster(plain, 64, 128), 1);  // no 64-row multicast kernel
+  plain.head_dim = 96;  // none at head dim 96
   EXPECT_EQ(tuned_cluster(plain, 128, 128), 1);
 
   // Three query blocks a head: head dim 256's clusters need pairs within a
