@@ -69,8 +69,9 @@ struct KernelTraits {
   // 256 x 240; the serving variant's producer needs 40 for the paged-KV and
   // varlen addressing without spilling, so it runs 128 x 40 + 256 x 232;
   // three consumer warpgroups (512 x 128) run 128 x 32 + 384 x 160. (K/V
-  // multicast at head dim 128 spilled 4-12 bytes in a 24-register producer;
-  // 32 / 232 fitted, but that kernel was not faster: tuning_table.h.) An
+  // multicast at head dim 128 spilled 4-12 bytes in a 24-register producer
+  // while V took 32 TMA loads a block; with one load a 64-dim slice,
+  // SmemLayoutVt below, it fits 24 without spilling.) An
   // increase the pool cannot satisfy would block forever. With one consumer
   // warpgroup every thread already gets 255 registers at launch: no re-split.
   static constexpr bool kRegSplit = kNumMmaWarpGroups >= 2;
