@@ -149,9 +149,9 @@ struct KernelTraits {
   // with 80 keys. Same-run A/B on an H100, bf16, three rounds, output bits
   // identical (bench/results/2026-11-26d-h100/ab2-v-runs-table.txt, runs of
   // 8/32/64/128 keys: tools/variant-ab/patches/v-run.patch): whole-block
-  // runs make head dim 128 8.5% faster at 512 tokens without a mask, 7.7%
-  // at 1k, 4% causal at 512-1k, 2-3% causal from 2k to 16k and 1% at 16k
-  // without a mask; head dim 256 2.3% at 512; 32- and 64-key runs gain about
+  // runs make head dim 128 8.5% faster at 512 tokens without a mask, 7.9%
+  // at 1k, 4-4.5% causal at 512-1k, 2-2.5% causal from 2k to 16k and 1% at
+  // 16k without a mask; head dim 256 2.6% at 512; 32- and 64-key runs gain about
   // as much; decode level.
   using SmemLayoutVt = decltype(tile_to_shape(
       SmemAtomVt{}, Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{}));
