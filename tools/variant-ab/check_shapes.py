@@ -7,7 +7,9 @@ rel err >= 1e-2, fp16 >= 2e-3, LSE >= 1e-3: the GPU tests' bounds).
   python check_shapes.py HEAD_DIM
   BLOCK_M=192 python check_shapes.py 128   # every call with that tile override
                                            # (a call the override cannot take is
-                                           # reported as refused, not as a failure)
+                                           # reported as refused, not as a failure);
+                                           # BLOCK_N likewise (a key block other
+                                           # than dispatch's changes the bits)
   FINGERPRINT=1 python check_shapes.py 64  # one hash of out and LSE a shape, no
                                            # reference: diff two builds' lines to
                                            # show a change keeps the bits
@@ -71,8 +73,9 @@ def main():
         q, k, v = (torch.randn(s, device="cuda", dtype=dtypes[dt]) for s in (q_shape, kv_shape, kv_shape))
         out = torch.full_like(q, float("nan"))
         kw = {"window": window} if window is not None else {}
-        if os.environ.get("BLOCK_M"):
-            kw["block_m"] = int(os.environ["BLOCK_M"])
+        for var in ("BLOCK_M", "BLOCK_N"):
+            if os.environ.get(var):
+                kw[var.lower()] = int(os.environ[var])
         what = f"{kind} {dt} B{B} H{Hq}/{Hkv} S{Sq}x{Sk} d{d} causal={causal} window={window}"
         try:
             if kind == "plain":
@@ -86,7 +89,7 @@ def main():
             if kind == "varlen" and "no sm90 kernel compiled" in str(e):
                 print(f"skipped {what}: this build has no serving kernels (SERVING=1 tools/variant-ab/run)")
                 continue
-            if "block_m" not in kw:
+            if "block_m" not in kw and "block_n" not in kw:
                 raise
             print(f"refused {what}: {e}")
             continue
