@@ -50,6 +50,11 @@ def main():
         ("bf16", 1, 2, 2, 2048, 2048, False, (300, 40)),
         ("fp16", 3, 2, 2, 256, 640, False, (100, -1)),
         ("bf16", 2, 8, 8, 512, 512, True, None),
+        # few keys, an even number of query blocks a head and no mask: K/V
+        # multicast pairs whose last key block is mostly (or a TMA half
+        # wholly) past the keys' end
+        ("bf16", 1, 2, 2, 256, 20, False, None),
+        ("fp16", 2, 2, 2, 512, 160, False, None),
     ]
     # Variable-length batches (serving kernels, head dims up to 128):
     # (dtype, Hq, Hkv, query lengths, key lengths, causal, window)
