@@ -151,8 +151,8 @@ struct KernelTraits {
   // 8/32/64/128 keys: tools/variant-ab/patches/v-run.patch): whole-block
   // runs make head dim 128 8.5% faster at 512 tokens without a mask, 7.9%
   // at 1k, 4-4.5% causal at 512-1k, 2-2.5% causal from 2k to 16k and 1% at
-  // 16k without a mask; head dim 256 2.6% at 512; 32- and 64-key runs gain about
-  // as much; decode level.
+  // 16k without a mask; head dim 256 2.6% at 512; 32- and 64-key runs gain
+  // about as much; decode level.
   using SmemLayoutVt = decltype(tile_to_shape(
       SmemAtomVt{}, Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{}));
 

@@ -168,9 +168,9 @@ inline bool cluster_allowed() {
 //    three rounds, bits identical), once V's TMA loads were one box a 64-dim
 //    slice instead of 8-key boxes (kernel_traits.h SmemLayoutVt): head dim
 //    128 2.7-3.2% faster at 4k-16k, 1.2% at 1k, level at 512 (medians of
-//    three rounds); head dim 256 with 64 keys 0.8% at 512 and 1.0% at 1k. With the 8-key boxes both were
-//    slower (head dim 128 0.5-3% at 512-4k, level at 8k-16k; head dim 256
-//    1% at 512-1k: 2026-11-25d).
+//    three rounds); head dim 256 with 64 keys 0.8% at 512 and 1.0% at 1k.
+//    With the 8-key boxes both were slower (head dim 128 0.5-3% at 512-4k,
+//    level at 8k-16k; head dim 256 1% at 512-1k: 2026-11-25d).
 // These tiles are compiled with multicast (tools/gen_sm90_kernels.py
 // CLUSTER_TILES lists the same; each multicast kernel's launch checks at
 // compile time that it is listed here, flash_fwd_launch.h).
