@@ -92,6 +92,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     bool const warp_loads = Traits::kServing && params.block_table != nullptr;
     if (warp_loads ? threadIdx.x < 32 : is_producer_thread) {
       MainloopLoad<Traits>::run(params, storage, pipeline_k, pipeline_v);
+    } else if constexpr (Traits::kQWarp) {
+      if (threadIdx.x == 32) MainloopLoad<Traits>::run_q(params, storage);
     }
   } else {
     if constexpr (Traits::kRegSplit) cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();

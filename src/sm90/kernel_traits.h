@@ -200,6 +200,25 @@ struct KernelTraits {
 #endif
   static constexpr bool kIssueAhead =
       FLASHCORE_ISSUE_AHEAD && !kServing && kHeadDim == 64 && kBlockM == 128 && kQStages == 2;
+  // Who loads Q. With one Q buffer (head dim 256), a tile's Q waits until
+  // the tile before is done with the buffer: its O store where O goes through
+  // Q (80 keys), its last Q·Kᵀ (64 keys, kHalfO). Loaded by the thread that
+  // issues K and V, the next tile's first key blocks waited behind it, and
+  // the ring drained at every tile start. In these kernels a thread of its
+  // own (the producer warpgroup's second warp, mainloop_load.h run_q) loads
+  // Q. Same-run A/Bs on an H100, bf16, medians of three rounds, output bits
+  // identical (bench/results/2026-11-26e-h100/):
+  //  - both kernels (ab-qwarp): 1.1-1.2% faster at 512 tokens (causal and
+  //    not) and 1k without a mask, 0.7% causal 16k, 1.2% causal 8k; the
+  //    other cells within +-0.6%, except causal 4k, whose rounds fall into
+  //    two groups 10% apart in every variant.
+  //  - the 80-key kernel alone, in the sliced-ring runs (ab-ring1, ab-ring3):
+  //    causal 16k 2.3% and 2.1% faster, causal 8k 0.5% and 0.7%.
+  // FLASHCORE_Q_WARP=0 builds without it (the A/B baseline).
+#ifndef FLASHCORE_Q_WARP
+#define FLASHCORE_Q_WARP 1
+#endif
+  static constexpr bool kQWarp = FLASHCORE_Q_WARP && !kServing && !kIssueAhead && kQStages == 1;
 
   // O's store unit. With a buffer of its own, each consumer warpgroup stages
   // and stores its own 64 rows (one TMA store each, a named barrier over the

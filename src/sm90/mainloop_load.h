@@ -1,5 +1,6 @@
 // Producer side of the mainloop. One thread of the producer warp (the leader)
-// issues Q and the K/V blocks; for a paged KV cache (serving kernels) the
+// issues Q and the K/V blocks (Q from a thread of its own where Q has one
+// buffer: kernel_traits.h kQWarp); for a paged KV cache (serving kernels) the
 // whole producer warp runs this loop in lockstep, the leader waits on the
 // pipelines, and lane i issues chunk i of each block (below).
 // Q is loaded once per tile, as soon as the previous tile has freed the Q
@@ -32,6 +33,43 @@ struct MainloopLoad {
   using PipelineKV = typename Traits::PipelineKV;
   using PipelineState = typename Traits::PipelineState;
   static_assert(Traits::kBlockN / Traits::kChunk <= 32, "paged KV: one producer lane a chunk");
+
+  // Tile number `q_iter`'s Q into its buffer, once the tile that used the
+  // buffer before is done with it (kernel_traits.h).
+  template <class TQgQ, class TmaQ>
+  CUTE_DEVICE static void load_q(Params const& params, Storage& storage, int q_iter, TQgQ const& tQgQ,
+                                 TmaQ const& tma_q) {
+    int const qb = q_iter % Traits::kQStages, use = q_iter / Traits::kQStages;
+    if (use > 0) storage.barrier_q_free[qb].wait((use - 1) & 1);
+    Tensor sQ = make_tensor(make_smem_ptr(Traits::q_buffer(storage, q_iter)), typename Traits::SmemLayoutQ{});
+    storage.barrier_q[qb].arrive_and_expect_tx(Traits::kBytesQ);
+    copy(params.tma_q.with(reinterpret_cast<uint64_t&>(storage.barrier_q[qb]), 0), tQgQ, tma_q.partition_D(sQ));
+  }
+
+  // kernel_traits.h kQWarp: one thread of the producer warpgroup's second
+  // warp loads each active tile's Q, walking the same tiles as run and the
+  // consumers: its q_iter must follow theirs, which skip the same inactive
+  // tiles (the issue-ahead kernels, which skip none, keep Q in two buffers
+  // and never take this path).
+  CUTE_DEVICE static void run_q(Params const& params, Storage& storage) {
+    static_assert(Traits::kQWarp && !Traits::kIssueAhead && !Traits::kServing);
+    SeqParams const& seq = params.seq;
+    Tensor mQ = params.tma_q.get_tma_tensor(make_shape(seq.seqlen_q, params.head_dim, params.heads_q, params.batch));
+    auto tma_q = params.tma_q.get_slice(_0{});
+    StaticTileScheduler<Params> scheduler{params};
+    int iter = 0, q_iter = 0;
+    CUTLASS_PRAGMA_NO_UNROLL
+    for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
+      TileCoord t = scheduler.decode(tile);
+      SeqInfo const si = seq_info<false>(seq, t.batch);
+      TileWork const w = tile_work<Traits::kBlockM, Traits::kBlockN, false, Traits::kIssueAhead>(seq, si, t.unit);
+      if (!w.active) continue;
+      Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, t.head, t.batch)),
+                             select<0, 2>(typename Traits::TileShapeQK{}), make_coord(w.m_block, _0{}));
+      load_q(params, storage, q_iter, tma_q.partition_S(gQ), tma_q);
+      ++q_iter;
+    }
+  }
 
   // Paged KV cache: lane i loads chunk i of key block n (Chunk::kKeys keys,
   // at most 32 chunks a block) from the page holding its keys: the
@@ -141,14 +179,8 @@ struct MainloopLoad {
           Traits::kClusterM > 1 && (!Traits::kPairsMayStraddle || (tile | 1) % params.num_units != 0);
       uint16_t const mask = shared_kv ? Traits::kMulticastMask : uint16_t(1u << cta_rank);
 
-      // The tile that last used this Q buffer is done with it (kernel_traits.h).
-      if (leader) {
-        int const qb = q_iter % Traits::kQStages, use = q_iter / Traits::kQStages;
-        if (use > 0) storage.barrier_q_free[qb].wait((use - 1) & 1);
-        Tensor sQ = make_tensor(make_smem_ptr(Traits::q_buffer(storage, q_iter)), typename Traits::SmemLayoutQ{});
-        storage.barrier_q[qb].arrive_and_expect_tx(Traits::kBytesQ);
-        copy(params.tma_q.with(reinterpret_cast<uint64_t&>(storage.barrier_q[qb]), 0), tQgQ,
-             tma_q.partition_D(sQ));
+      if constexpr (!Traits::kQWarp) {
+        if (leader) load_q(params, storage, q_iter, tQgQ, tma_q);
       }
       ++q_iter;
 

@@ -58,6 +58,10 @@ inline bool triangular_costs(const Problem& p) { return costs_vary_by_tile(p) &&
 //    without a mask at 1k (246 against 250 us, every round) and 1.5% causal at
 //    2k (267 against 271 us, two rounds of three); 80 keys stay 2% faster
 //    causal at 4k, and without a mask at 2k the rounds spread by 8%.
+//  - bench/results/2026-11-26e-h100/ab-blockn-table.txt, after Q got a
+//    loader thread of its own (kernel_traits.h kQWarp), four rounds: 64 keys
+//    2.5-16% faster at 512-1k and causal 2k; 80 keys faster without a mask
+//    at 2k (medians 443 against 461 us); causal 4k's rounds are bimodal.
 // The choice follows the sequence's own key count (uniform in a plain call;
 // head dim 256 has no serving kernels) and the mask: never the batch, so
 // results stay batch-invariant.
