@@ -218,7 +218,7 @@ struct KernelTraits {
 #ifndef FLASHCORE_Q_WARP
 #define FLASHCORE_Q_WARP 1
 #endif
-  static constexpr bool kQWarp = FLASHCORE_Q_WARP && !kServing && !kIssueAhead && kQStages == 1;
+  static constexpr bool kQWarp = FLASHCORE_Q_WARP && !kServing && kQStages == 1;  // (kIssueAhead needs two)
 
   // O's store unit. With a buffer of its own, each consumer warpgroup stages
   // and stores its own 64 rows (one TMA store each, a named barrier over the

@@ -34,16 +34,29 @@ struct MainloopLoad {
   using PipelineState = typename Traits::PipelineState;
   static_assert(Traits::kBlockN / Traits::kChunk <= 32, "paged KV: one producer lane a chunk");
 
-  // Tile number `q_iter`'s Q into its buffer, once the tile that used the
-  // buffer before is done with it (kernel_traits.h).
-  template <class TQgQ, class TmaQ>
-  CUTE_DEVICE static void load_q(Params const& params, Storage& storage, int q_iter, TQgQ const& tQgQ,
-                                 TmaQ const& tma_q) {
+  // Q's (rows, dim, heads, batch) view for TMA: varlen queries are one
+  // packed sequence.
+  CUTE_DEVICE static auto q_tensor(Params const& params, bool varlen_q) {
+    SeqParams const& seq = params.seq;
+    return params.tma_q.get_tma_tensor(make_shape(varlen_q ? seq.total_q : seq.seqlen_q, params.head_dim,
+                                                  params.heads_q, varlen_q ? 1 : params.batch));
+  }
+
+  // Tile number `q_iter`'s Q (tile t, query block w.m_block) into its
+  // buffer, once the tile that used the buffer before is done with it
+  // (kernel_traits.h).
+  template <class TQ>
+  CUTE_DEVICE static void load_q(Params const& params, Storage& storage, int q_iter, TQ const& mQ, TileCoord const& t,
+                                 SeqInfo const& si, TileWork const& w, bool varlen_q) {
+    auto tma_q = params.tma_q.get_slice(_0{});
+    Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, t.head, varlen_q ? 0 : t.batch)),
+                           select<0, 2>(typename Traits::TileShapeQK{}), make_coord(w.m_block, _0{}));
     int const qb = q_iter % Traits::kQStages, use = q_iter / Traits::kQStages;
     if (use > 0) storage.barrier_q_free[qb].wait((use - 1) & 1);
     Tensor sQ = make_tensor(make_smem_ptr(Traits::q_buffer(storage, q_iter)), typename Traits::SmemLayoutQ{});
     storage.barrier_q[qb].arrive_and_expect_tx(Traits::kBytesQ);
-    copy(params.tma_q.with(reinterpret_cast<uint64_t&>(storage.barrier_q[qb]), 0), tQgQ, tma_q.partition_D(sQ));
+    copy(params.tma_q.with(reinterpret_cast<uint64_t&>(storage.barrier_q[qb]), 0), tma_q.partition_S(gQ),
+         tma_q.partition_D(sQ));
   }
 
   // kernel_traits.h kQWarp: one thread of the producer warpgroup's second
@@ -52,10 +65,9 @@ struct MainloopLoad {
   // tiles (the issue-ahead kernels, which skip none, keep Q in two buffers
   // and never take this path).
   CUTE_DEVICE static void run_q(Params const& params, Storage& storage) {
-    static_assert(Traits::kQWarp && !Traits::kIssueAhead && !Traits::kServing);
+    static_assert(Traits::kQWarp);  // plain kernels only: no varlen queries
     SeqParams const& seq = params.seq;
-    Tensor mQ = params.tma_q.get_tma_tensor(make_shape(seq.seqlen_q, params.head_dim, params.heads_q, params.batch));
-    auto tma_q = params.tma_q.get_slice(_0{});
+    Tensor mQ = q_tensor(params, false);
     StaticTileScheduler<Params> scheduler{params};
     int iter = 0, q_iter = 0;
     CUTLASS_PRAGMA_NO_UNROLL
@@ -64,10 +76,7 @@ struct MainloopLoad {
       SeqInfo const si = seq_info<false>(seq, t.batch);
       TileWork const w = tile_work<Traits::kBlockM, Traits::kBlockN, false, Traits::kIssueAhead>(seq, si, t.unit);
       if (!w.active) continue;
-      Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, t.head, t.batch)),
-                             select<0, 2>(typename Traits::TileShapeQK{}), make_coord(w.m_block, _0{}));
-      load_q(params, storage, q_iter, tma_q.partition_S(gQ), tma_q);
-      ++q_iter;
+      load_q(params, storage, q_iter++, mQ, t, si, w, false);
     }
   }
 
@@ -120,14 +129,12 @@ struct MainloopLoad {
     bool const varlen_k = Traits::kServing && seq.cu_seqlens_k != nullptr;
     bool const paged = Traits::kServing && params.block_table != nullptr;
 
-    Tensor mQ = params.tma_q.get_tma_tensor(make_shape(varlen_q ? seq.total_q : seq.seqlen_q, params.head_dim,
-                                                       params.heads_q, varlen_q ? 1 : params.batch));
+    Tensor mQ = q_tensor(params, varlen_q);
     int32_t const k_rows = varlen_k ? seq.total_k : seq.seqlen_k;
     int32_t const k_batch = varlen_k ? 1 : params.batch;
     Tensor mK = params.tma_k.get_tma_tensor(make_shape(k_rows, params.head_dim, params.heads_kv, k_batch));
     Tensor mVt = params.tma_v.get_tma_tensor(make_shape(params.head_dim, k_rows, params.heads_kv, k_batch));
 
-    auto tma_q = params.tma_q.get_slice(_0{});
     // With K/V multicast (kernel_traits.h kClusterM) the K/V TMA box is a
     // 1/kClusterM slice of a block: a CTA issues its own slice into every
     // ring of the cluster when the CTAs' tiles are of one head, and else
@@ -160,13 +167,10 @@ struct MainloopLoad {
           tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing, Traits::kIssueAhead>(seq, si, t.unit);
       if (!w.active) continue;
       int head_kv = t.head / params.group;
-      Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, t.head, varlen_q ? 0 : t.batch)),
-                             select<0, 2>(typename Traits::TileShapeQK{}), make_coord(w.m_block, _0{}));
       Tensor gK = local_tile(domain_offset(make_coord(si.k_offset, _0{}), mK(_, _, head_kv, varlen_k ? 0 : t.batch)),
                              select<1, 2>(typename Traits::TileShapeQK{}), make_coord(_, _0{}));  // (N, D, n_blocks)
       Tensor gVt = local_tile(domain_offset(make_coord(_0{}, si.k_offset), mVt(_, _, head_kv, varlen_k ? 0 : t.batch)),
                               select<1, 2>(typename Traits::TileShapePV{}), make_coord(_0{}, _));  // (D, N, n_blocks)
-      Tensor tQgQ = tma_q.partition_S(gQ);
       Tensor tKgK = tma_k.partition_S(gK);
       Tensor tVgV = tma_v.partition_S(gVt);
       Tensor tKgK_other = tma_k_other.partition_S(gK);
@@ -180,7 +184,7 @@ struct MainloopLoad {
       uint16_t const mask = shared_kv ? Traits::kMulticastMask : uint16_t(1u << cta_rank);
 
       if constexpr (!Traits::kQWarp) {
-        if (leader) load_q(params, storage, q_iter, tQgQ, tma_q);
+        if (leader) load_q(params, storage, q_iter, mQ, t, si, w, varlen_q);
       }
       ++q_iter;
 
