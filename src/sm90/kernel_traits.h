@@ -93,17 +93,9 @@ struct KernelTraits {
   // the two warpgroups issue freely, 1.3-3.5% faster without a mask
   // (512-8k tokens) and 0-2.3% slower causal than with turns, same-run A/B
   // in bench/results/2026-11-23c-h100/ab1-narrow-atoms-table.txt
-  // (d256nt).
+  // (d256nt). Without turns each warpgroup overlaps its own softmax with
+  // its P·V product instead (mainloop_mma.h kOverlapSoftmax).
   static constexpr bool kPingPong = kNumMmaWarpGroups > 1 && kHeadDim < 256;
-  // Without turns, each warpgroup waits for its P·V product before it issues
-  // its next Q·Kᵀ (mainloop_mma.h). Scores and probabilities then never hold
-  // registers at once: at head dim 256 that is what lets 80-key blocks fit
-  // the consumers' 240 registers without spilling (O 128 + S 40; with both
-  // products in flight, P's 20 more spilled 36 bytes). Same-run A/B on an
-  // H100 (bench/results/2026-11-23d-h100/ab1-*): with 64-key blocks the
-  // serial order is level to 4% faster; with 80 keys it is 3-5% faster than
-  // the 64-key kernel from 2k tokens, level at 512.
-  static constexpr bool kSerialProducts = kNumMmaWarpGroups > 1 && !kPingPong;
 
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
   using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;

@@ -3,20 +3,18 @@
 // so the blocks that need element masking (the diagonal, the seqlen_k tail)
 // come first and the loop body after them is mask-free.
 //
-// Overlap inside a warpgroup (64-row tiles: one consumer warpgroup, see
-// kOverlapSoftmax): while the tensor cores compute S_j = Q·K_jᵀ and
+// Overlap inside a warpgroup (64-row tiles, one consumer warpgroup, and
+// head dim 256, whose two warpgroups issue without turns: kOverlapSoftmax): while the tensor cores compute S_j = Q·K_jᵀ and
 // O += P_{j-1}·V_{j-1} (both issued asynchronously), the warpgroup waits only
 // for S_j, runs the softmax of block j, then waits for the P·V product. The
 // softmax of one block thus hides under the P·V of the previous one. O is
 // rescaled for block j's row maxima between the issue of S_{j+1} and that of
 // P_j·V_j, under the Q·Kᵀ product: the same operations in the same order as
 // rescaling right after the wait (O·r_j + P_j·V_j), so every tile shape gives
-// bitwise the same rows. With two or three consumer warpgroups (128- and
-// 192-row tiles) each one's softmax runs while the tensor cores work on the
-// others' products (ping-pong turns), after its own products are done; three
-// warpgroups also rescale O under the Q·Kᵀ (kRescaleInTurn). At
-// head dim 256 the two warpgroups issue without turns, each one's P·V and
-// next Q·Kᵀ one after the other (kSerialProducts below).
+// bitwise the same rows. With two or three consumer warpgroups taking turns
+// (128- and 192-row tiles below head dim 256) each one's softmax runs while
+// the tensor cores work on the others' products, after its own products are
+// done; three warpgroups also rescale O under the Q·Kᵀ (kRescaleInTurn).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -47,41 +45,31 @@ struct MainloopMma {
   // 8..14 with three consumer warpgroups; a fourth would need id 16 of 0..15.
   static constexpr int kTurnBarrier = 1;
   // Whether the softmax of block j overlaps the P·V product of block j-1
-  // (header comment). Only a lone consumer warpgroup does it: with two, the
-  // other warpgroup's products already fill the tensor cores during one's
+  // (header comment): in every kernel without ping-pong turns. With turns,
+  // the other warpgroups' products already fill the tensor cores during one's
   // softmax, and adding the overlap made 128-row tiles 2-11% slower on an
   // H100 (fp16/bf16, head dims 64-256, causal and not), while it made 64-row
   // tiles 6-7% faster at batch 1 (same-run A/B in
   // bench/results/2026-11-22d-h100/mainloop-variants.txt). Head dim 256's
-  // two warpgroups without turns (kernel_traits.h) do not overlap either:
-  // with it they were 1-14% slower (2026-11-23b-h100/pingpong-ab.txt).
-  static constexpr bool kOverlapSoftmax = kNumWG == 1;
-  // Without turns (head dim 256), each warpgroup waits for its P·V product
-  // before it issues the next Q·Kᵀ: the scores S_j+1 and the probabilities
-  // P_j then never hold registers at the same time (kernel_traits.h,
-  // kSerialProducts), while the other warpgroup's products keep the tensor
-  // cores busy.
-  static constexpr bool kSerialProducts = Traits::kSerialProducts;
+  // two warpgroups issue freely (kernel_traits.h kPingPong); with the
+  // overlap they are 4.6-13% faster from 1k tokens than when each waited for
+  // its P·V before issuing its next Q·Kᵀ, level at 512 (same-run A/B, three
+  // rounds: bench/results/2026-11-26f-h100/ab2-d256-overlap-table.txt). Both
+  // products in flight then hold S_j+1 and P_j at once: the 80-key kernels
+  // spill 28-36 bytes (one reload a key block), the 64-key ones nothing.
+  static constexpr bool kOverlapSoftmax = !Traits::kPingPong;
   // Where O is rescaled for a block's row maxima: after the P·V wait
   // (outside the turns), or between the issue of the next Q·Kᵀ and that of
   // the P·V, under the Q·Kᵀ product. The same operations in the same order
   // (O·r_j, then + P_j·V_j), so the bits do not change. The lone warpgroup
-  // does it under the Q·Kᵀ (kOverlapSoftmax). So do three warpgroups
-  // taking turns: 1.3-2.8% faster than after the wait on head dim 64's
-  // 192-row tiles, without a mask and causal from 2k tokens; with two, whose
-  // turns it lengthens, 1-2% slower at head dim 128 (same-run A/B, three
-  // rounds: bench/results/2026-11-25e-h100/ab4-rescale-in-turn-table.txt).
-  static constexpr bool kRescaleInTurn = kOverlapSoftmax || (!kSerialProducts && kNumWG >= 3);
-  // Head dim 256's 80-key kernel issues P·V as two products over the halves
-  // of the head dim, each half of O rescaled just before its product, so
-  // ptxas issues the second half's 64 FMULs under the first product instead
-  // of all 128 before the P·V (pv_in_halves). Bits unchanged. Same-run
-  // A/Bs: the 80-key cells 1-1.5% faster at 16k in the first version
-  // (bench/results/2026-11-25e-h100/ab8-d256-split-pv-table.txt), 0.6-0.9%
-  // in this one (2026-11-25f-h100/ab3-d256-split-pv-table.txt); the 64-key
-  // kernel was 1-2% slower with it and keeps one product.
-  static constexpr bool kSplitPV = kSerialProducts && kBlockN == 80;
-  static_assert(!kSerialProducts || (!Traits::kPingPong && !kOverlapSoftmax));
+  // does it under the Q·Kᵀ. So do three warpgroups taking turns: 1.3-2.8%
+  // faster than after the wait on head dim 64's 192-row tiles, without a
+  // mask and causal from 2k tokens; with two, whose turns it lengthens, 1-2%
+  // slower at head dim 128 (same-run A/B, three rounds:
+  // bench/results/2026-11-25e-h100/ab4-rescale-in-turn-table.txt). Head dim
+  // 256's two warpgroups rescale after the wait: under the Q·Kᵀ the rescale
+  // would keep O, S and P live at once (a local compile spilled 68 bytes).
+  static constexpr bool kRescaleInTurn = kNumWG != 2;
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
   static constexpr int kRows = 2;
@@ -173,39 +161,6 @@ struct MainloopMma {
     }
   }
 
-  // kSplitPV: O += P·V as two products over the halves of the head dim,
-  // each half of O rescaled just before its product is issued, so the
-  // second half's FMULs run under the first half's product; waits for both.
-  // A half's accumulator values are consecutive registers of O's fragment
-  // (the m64nN fragment orders its values column pair, row half, then
-  // 8-column group; the epilogue's store rounds view it the same way). A
-  // member template, instantiated only by the kernels that call it.
-  template <class TP, class TVt, class FragO>
-  CUTE_DEVICE static void pv_in_halves(TP const& tOrP, TVt const& sVt, int stage, FragO& tOrO,
-                                       float const (&rescale)[kRows], int mma_thread) {
-    constexpr int kHalfD = Traits::kHeadDim / 2;
-    using TiledMmaPVHalf = decltype(make_tiled_mma(
-        GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHalfD>, Int<kBlockN>>, GMMA::Major::K,
-                             GMMA::Major::MN>(),
-        typename Traits::AtomLayoutMma{}));
-    TiledMmaPVHalf tiled_mma_pvh;
-    auto thr_pvh = tiled_mma_pvh.get_thread_slice(mma_thread);
-    auto const half_layout = partition_fragment_C(tiled_mma_pvh, Shape<Int<kBlockM>, Int<kHalfD>>{}).layout();
-    constexpr int kHalfRegs = cute::cosize_v<decltype(half_layout)>;
-    static_assert(2 * kHalfRegs == decltype(size(tOrO))::value);
-    Tensor o_rc = make_tensor(tOrO.data(), acc_layout_rowcol(tOrO.layout()));
-    constexpr int kHalfCols = decltype(size<1>(o_rc))::value / 2;
-    cute::for_each(make_int_sequence<2>{}, [&](auto h) {
-      rescale_cols<h * kHalfCols, (h + 1) * kHalfCols>(o_rc, rescale);
-      Tensor tOrVh = thr_pvh.partition_fragment_B(
-          local_tile(sVt, Shape<Int<kHalfD>, Int<kBlockN>, Int<Traits::kStages>>{}, make_coord(int(h), 0, 0)));
-      Tensor tOrOh = make_tensor(tOrO.data() + h * kHalfRegs, half_layout);
-      wgmma_tile<false, -1>(tiled_mma_pvh, tOrP, tOrVh(_, _, _, stage), tOrOh);
-    });
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tOrO);
-  }
-
   // Runs the whole key loop for one tile; leaves O (unnormalized) in tOrO and
   // the row statistics in softmax. n_min < n_max is required. With
   // kEarlyQFree every consumer thread arrives on q_free after its last Q·Kᵀ.
@@ -230,7 +185,7 @@ struct MainloopMma {
                               FragS& tSrS_ahead, Softmax& softmax, cutlass::arch::ClusterBarrier& q_free, Fold& fold,
                               Ahead const& ahead) {
     static_assert(!Fold::kEnabled || kOverlapSoftmax, "the chunk fold is placed in the one-warpgroup loop");
-    static_assert(!Traits::kIssueAhead || (Traits::kPingPong && !kEarlyQFree && !Fold::kEnabled && !kSplitPV));
+    static_assert(!Traits::kIssueAhead || (Traits::kPingPong && !kEarlyQFree && !Fold::kEnabled));
     typename Traits::TiledMmaQK tiled_mma_qk;
     typename Traits::TiledMmaPV tiled_mma_pv;
     auto thr_qk = tiled_mma_qk.get_thread_slice(mma_thread);
@@ -300,48 +255,31 @@ struct MainloopMma {
     for (--n; n >= n_min; --n) {
       PipelineState next_state = read_state;
       ++next_state;
-      if constexpr (kSerialProducts) {
-        // P·V of the previous block, waited for, then this block's Q·Kᵀ.
-        pipeline_v.consumer_wait(read_state);
-        if constexpr (kSplitPV) {
-          pv_in_halves(tOrP, sVt, read_state.index(), tOrO, rescale, mma_thread);
-        } else {
-          wgmma_tile<false, /*wait=*/0>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
-        }
-        release(pipeline_v, storage.pipeline_v, read_state, mma_thread);
-        pipeline_k.consumer_wait(next_state);
-        wgmma_tile<true, /*wait=*/0>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
-        release(pipeline_k, storage.pipeline_k, next_state, mma_thread);
-        q_read(n);
-      } else {
-        pipeline_k.consumer_wait(next_state);
-        pipeline_v.consumer_wait(read_state);
-        turn_begin();
-        wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
-        if constexpr (kRescaleInTurn) rescale_o();  // for the previous block's maxima, before its P·V
-        wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
-        turn_end();
-        warpgroup_wait<1>();  // S_j is ready; P·V of the previous block still running
-        release(pipeline_k, storage.pipeline_k, next_state, mma_thread);
-        q_read(n);
-      }
+      pipeline_k.consumer_wait(next_state);
+      pipeline_v.consumer_wait(read_state);
+      turn_begin();
+      wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
+      if constexpr (kRescaleInTurn) rescale_o();  // for the previous block's maxima, before its P·V
+      wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+      turn_end();
+      warpgroup_wait<1>();  // S_j is ready; P·V of the previous block still running
+      release(pipeline_k, storage.pipeline_k, next_state, mma_thread);
+      q_read(n);
       if (mask.needs_mask(m_block, n)) mask.template apply_block<Traits::kCompactMask>(s_rc, coord_rc, m_block, n);
       bool const new_chunk = fold.starts_chunk(n);
       Softmax ended = softmax;  // the previous chunk's statistics, when block n starts a new one
       if (new_chunk) softmax.restart();
       softmax.step(s_rc, rescale);
-      if constexpr (!kSerialProducts) {
-        // ptxas schedules within a basic block and would hoist the wait below
-        // (it has no register operands) above the softmax, which then runs only
-        // after the P·V product it is meant to overlap: end the block here.
-        if constexpr (kOverlapSoftmax) basic_block_boundary(n);
-        warpgroup_wait<0>();  // P·V done: P and V_j-1 may be reused
-        release(pipeline_v, storage.pipeline_v, read_state, mma_thread);
-      }
+      // ptxas schedules within a basic block and would hoist the wait below
+      // (it has no register operands) above the softmax, which then runs only
+      // after the P·V product it is meant to overlap: end the block here.
+      if constexpr (kOverlapSoftmax) basic_block_boundary(n);
+      warpgroup_wait<0>();  // P·V done: P and V_j-1 may be reused
+      release(pipeline_v, storage.pipeline_v, read_state, mma_thread);
       if constexpr (Fold::kEnabled) {
         if (new_chunk) fold.merge(tOrO, ended);  // that chunk's last P·V is in O
       }
-      if constexpr (!kRescaleInTurn && !kSplitPV) rescale_o();  // O·r_j, then + P_j·V_j
+      if constexpr (!kRescaleInTurn) rescale_o();  // O·r_j, then + P_j·V_j
       convert_into(tSrS, rP);
       read_state = next_state;
     }
@@ -364,8 +302,6 @@ struct MainloopMma {
       turn_end();
       warpgroup_wait<1>();  // the P·V; the next Q·Kᵀ runs on under the epilogue
       warpgroup_fence_operand(tOrO);
-    } else if constexpr (kSplitPV) {
-      pv_in_halves(tOrP, sVt, read_state.index(), tOrO, rescale, mma_thread);
     } else {
       turn_begin();
       if constexpr (kRescaleInTurn) rescale_o();

@@ -78,6 +78,75 @@ def test_taint_flows_through_registers_and_is_cleared_by_overwrites():
     assert len(rep.violations) == 1 and "@P1 BRA" in rep.violations[0]
 
 
+def _analyze(lines):
+    return audit.analyze("k", [audit.parse_insn(a * 16, t) for a, t in enumerate(lines)])
+
+
+def test_spill_slots_carry_the_taint_of_what_was_stored_there():
+    # Head dim 256's 80-key kernels spill thread-index values and tile
+    # counters: a reload of a clean slot is clean, a reload of a slot that
+    # holds data is data, slot by slot, and a clean store clears a slot.
+    rep = _analyze([
+        "LDC R1, c[0x0][0x28]",
+        "VIADD R1, R1, 0xffffffe8",           # the frame
+        "S2R R4, SR_TID.X",
+        "LDG.E R5, desc[UR4][R6.64]",          # data
+        "STL [R1], R4",                        # slot 0x0: clean
+        "STL [R1+0x8], R5",                    # slot 0x8: data
+        "STL [R1+0xc], R5",                    # slot 0xc: data, then overwritten clean
+        "STL [R1+0xc], RZ",
+        "LDL R7, [R1]",
+        "ISETP.GT.AND P0, PT, R7, 0x3, PT",
+        "@P0 BRA 0x100",                       # thread index: fine
+        "LDL R8, [R1+0xc]",
+        "ISETP.GT.AND P2, PT, R8, 0x3, PT",
+        "@P2 BRA 0x100",                       # overwritten clean: fine
+        "LDL.LU R9, [R1+0x8]",
+        "FSETP.GT.AND P1, PT, R9, RZ, PT",
+        "@P1 BRA 0x100",                       # data-dependent
+        "EXIT",
+    ])
+    assert rep.local_memory == 7
+    assert len(rep.violations) == 1 and "@P1 BRA" in rep.violations[0], rep.violations
+
+
+def test_spill_slots_are_followed_across_blocks():
+    rep = _analyze([
+        "LDC R1, c[0x0][0x28]",
+        "VIADD R1, R1, 0xfffffff8",
+        "LDS R5, [R2]",                        # data
+        "ISETP.NE.AND P0, PT, R3, RZ, PT",     # a shape test
+        "@P0 BRA 0x60",
+        "STL [R1+0x4], R5",                    # data stored on one path only
+        "LDL R6, [R1+0x4]",                    # 0x60: joins both paths
+        "FSETP.GT.AND P1, PT, R6, RZ, PT",
+        "@P1 BRA 0x90",                        # data on one incoming path: flagged
+        "EXIT",
+    ])
+    assert len(rep.violations) == 1 and "@P1 BRA" in rep.violations[0], rep.violations
+
+
+@pytest.mark.parametrize("escape", [
+    "STL [R2], R4",                            # a local store through another register
+    "ST.E [R2.64], R4",                        # a generic store could reach the stack
+    "IADD3 R1, R1, R3, RZ",                    # the stack pointer moved by a register
+])
+def test_local_loads_stay_sources_when_slots_cannot_be_trusted(escape):
+    # Only a stack that nothing but [R1+imm] accesses reach is tracked slot
+    # by slot; otherwise every LDL is data, even of a clean slot.
+    rep = _analyze([
+        "LDC R1, c[0x0][0x28]",
+        "S2R R4, SR_TID.X",
+        "STL [R1], R4",
+        escape,
+        "LDL R7, [R1]",
+        "ISETP.GT.AND P0, PT, R7, 0x3, PT",
+        "@P0 BRA 0x80",
+        "EXIT",
+    ])
+    assert len(rep.violations) == 1, (escape, rep.violations)
+
+
 def test_a_zeroed_register_pair_is_clean():
     insns = [audit.parse_insn(a * 16, t) for a, t in enumerate([
         "LDG.E.64 R18, desc[UR4][R6.64]",     # data in R18 and R19
@@ -225,7 +294,32 @@ def _kernel_objects():
     return sorted(objects)
 
 
-def test_flashcore_kernels_have_no_data_dependent_branch_and_no_local_memory():
+# Kernels allowed local memory, with the most local-memory instructions
+# each may hold; every other kernel must have none. Head dim 256's 80-key
+# kernels (KernelTraits<T, 256, 128, 80, ...>) keep scores, probabilities
+# and O live at once since their softmax runs under the P·V product
+# (src/sm90/mainloop_mma.h kOverlapSoftmax): ptxas spills 28 bytes (one
+# CTA) and 36 (K/V multicast), thread-index values and tile counters,
+# 15 and 19 instructions. They are reloaded at tile starts and ends and in
+# masked key blocks; the multicast kernel's unmasked key loop reloads one
+# value a block. The overlap is 4.6-13% faster than the spill-free serial
+# order from 1k tokens (bench/results/2026-11-26f-h100/ab2-d256-overlap-*).
+LOCAL_MEMORY_ALLOWED = {r"Li256ELi128ELi80E": 24}
+
+
+def _local_memory_cap(kernel_name: str) -> int:
+    caps = [cap for pattern, cap in LOCAL_MEMORY_ALLOWED.items() if re.search(pattern, kernel_name)]
+    return max(caps, default=0)
+
+
+def test_local_memory_allowance_matches_only_head_dim_256_80_key_kernels():
+    bf16 = "_ZN9flashcore4sm9016flash_fwd_kernelINS0_12KernelTraitsIN7cutlass10bfloat16_tELi256ELi128ELi80ELi2ELb0ELi1ELb0EEEEEvNS0_12KernelParamsIT_EE"
+    assert _local_memory_cap(bf16) == 24
+    assert _local_memory_cap(bf16.replace("ELi80E", "ELi64E")) == 0
+    assert _local_memory_cap(bf16.replace("Li256E", "Li128E")) == 0
+
+
+def test_flashcore_kernels_have_no_data_dependent_branch_and_local_memory_only_where_listed():
     objects = _kernel_objects()
     if not objects:
         pytest.skip("no sm90 kernel objects in the build dir (built without CUDA)")
@@ -237,7 +331,8 @@ def test_flashcore_kernels_have_no_data_dependent_branch_and_no_local_memory():
     for r in reports:
         assert r.branches > 0
         assert r.violations == [], f"{r.name}: " + "; ".join(r.violations)
-        assert r.local_memory == 0, f"{r.name}: {r.local_memory} local-memory instructions"
+        cap = _local_memory_cap(r.name)
+        assert r.local_memory <= cap, f"{r.name}: {r.local_memory} local-memory instructions (allowed: {cap})"
 
 
 def _kernel_sass(pattern, what):
@@ -274,28 +369,19 @@ def _exps_between_waits(sass: str) -> list[int]:
                            lambda l: "WARPGROUP.DEPBAR.LE gsb0, 0x0" in l, lambda l: "MUFU.EX2" in l, restart=True)
 
 
-def test_single_warpgroup_kernels_run_the_softmax_under_the_pv_product():
-    # 64-row tiles (one consumer warpgroup) compute a block's softmax while the
-    # previous block's P·V runs (src/sm90/mainloop_mma.h). ptxas would hoist
-    # the P·V wait above the softmax unless a basic block ends between them
-    # (wgmma_utils.h: basic_block_boundary): every exp2 of the block (64 a
-    # thread for 64x128 scores) must lie between the two waits.
-    for name, sass in _kernel_sass(r"_m64_", "64-row"):
+def test_kernels_without_turns_run_the_softmax_under_the_pv_product():
+    # 64-row tiles (one consumer warpgroup) and head dim 256 (two warpgroups
+    # without ping-pong turns) compute a block's softmax while the previous
+    # block's P·V runs (src/sm90/mainloop_mma.h: kOverlapSoftmax). ptxas
+    # would hoist the P·V wait above the softmax unless a basic block ends
+    # between them (wgmma_utils.h: basic_block_boundary): every exp2 of the
+    # block must lie between the two waits, a thread's share of the 64 x
+    # block_n scores (block_n / 2: 64 at 128 keys, 40 at 80).
+    for name, sass in _kernel_sass(r"_m64_|_d256_", "64-row or head-dim-256"):
+        block_n = int(re.search(r"_n(\d+)_", name).group(1))
         counts = _exps_between_waits(sass)
         assert counts, f"{name}: no wait for Q·Kᵀ with P·V in flight"
-        assert min(counts) >= 64, f"{name}: exp2s between the waits: {counts}"
-
-
-def test_serial_product_kernels_never_keep_two_products_in_flight():
-    # Head dim 256 (src/sm90/kernel_traits.h: kSerialProducts) waits for each
-    # P·V product before it issues the next Q·Kᵀ, so its scores and
-    # probabilities never hold registers at once; that is what lets its
-    # 80-key blocks fit without spilling. Every wgmma wait must be a full one.
-    for name, sass in _kernel_sass(r"_d256_", "head-dim-256"):
-        waits = [line for line in sass.splitlines() if "WARPGROUP.DEPBAR.LE" in line]
-        assert waits, f"{name}: no wgmma waits"
-        partial = [w.strip() for w in waits if "gsb0, 0x0" not in w]
-        assert partial == [], f"{name}: waits with a batch left in flight: {partial[:3]}"
+        assert min(counts) >= block_n // 2, f"{name}: exp2s between the waits: {counts}"
 
 
 # ------------------------------------------------ O rescaled under the Q·Kᵀ
@@ -318,35 +404,3 @@ def test_one_and_three_warpgroup_kernels_rescale_o_under_the_qk_product():
         counts = _fmuls_between_products(sass)
         assert counts, f"{name}: no Q·Kᵀ batch followed by a P·V batch"
         assert max(counts) >= 32, f"{name}: FMULs between the products: {counts}"
-
-
-# ------------------------------------------ head dim 256's P·V in two halves
-def _fmuls_between_pv_halves(sass: str) -> list[int]:
-    """For each P·V issued in two halves (RS wgmmas into two accumulator
-    register ranges, the first half the lower one), the FMULs issued between
-    the first half's first wgmma and the second half's first wgmma."""
-    pv = re.compile(r"HGMMA\.64x128x16\S* R(\d+), R\d+, gdesc\[\w+\]\.tnspB")
-    halves = sorted({int(m.group(1)) for m in pv.finditer(sass)})
-    if len(halves) != 2:
-        return []
-
-    def half(line, base):
-        m = pv.search(line)
-        return m is not None and int(m.group(1)) == base
-
-    return _counts_between(sass, lambda l: half(l, halves[0]), lambda l: half(l, halves[1]),
-                           lambda l: re.search(r"\bFMUL\b", l) is not None, restart=False)
-
-
-def test_d256_80_key_kernels_rescale_the_second_half_of_o_under_the_first():
-    # Head dim 256's 80-key kernels issue O += P·V as two 128-wide products
-    # (src/sm90/mainloop_mma.h: kSplitPV, pv_in_halves), rescaling each half
-    # of O just before its product: in the key loop the second half's FMULs
-    # (64 a thread) sit after the first half's first wgmma. (After the loop,
-    # the tile's last P·V, ptxas puts all 128 before it.) Without the split
-    # every P·V wgmma is 256 wide and all 128 FMULs come before it.
-    for name, sass in _kernel_sass(r"_d256_m128_n80_", "head-dim-256 80-key"):
-        assert "HGMMA.64x256x16" not in sass, f"{name}: a full-width P·V product"
-        counts = _fmuls_between_pv_halves(sass)
-        assert counts, f"{name}: no pair of half-width P·V products"
-        assert max(counts) >= 32, f"{name}: FMULs between the halves' first wgmmas: {counts}"
