@@ -3,18 +3,20 @@
 // so the blocks that need element masking (the diagonal, the seqlen_k tail)
 // come first and the loop body after them is mask-free.
 //
-// Overlap inside a warpgroup (64-row tiles, one consumer warpgroup, and
-// head dim 256, whose two warpgroups issue without turns: kOverlapSoftmax): while the tensor cores compute S_j = Q·K_jᵀ and
-// O += P_{j-1}·V_{j-1} (both issued asynchronously), the warpgroup waits only
-// for S_j, runs the softmax of block j, then waits for the P·V product. The
-// softmax of one block thus hides under the P·V of the previous one. O is
-// rescaled for block j's row maxima between the issue of S_{j+1} and that of
-// P_j·V_j, under the Q·Kᵀ product: the same operations in the same order as
-// rescaling right after the wait (O·r_j + P_j·V_j), so every tile shape gives
-// bitwise the same rows. With two or three consumer warpgroups taking turns
-// (128- and 192-row tiles below head dim 256) each one's softmax runs while
-// the tensor cores work on the others' products, after its own products are
-// done; three warpgroups also rescale O under the Q·Kᵀ (kRescaleInTurn).
+// Overlap inside a warpgroup (kOverlapSoftmax: 64-row tiles, one consumer
+// warpgroup, and head dim 256, whose two warpgroups issue without turns):
+// while the tensor cores compute S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} (both
+// issued asynchronously), the warpgroup waits only for S_j, runs the softmax
+// of block j, then waits for the P·V product. The softmax of one block thus
+// hides under the P·V of the previous one. A lone warpgroup rescales O for
+// block j's row maxima between the issue of S_{j+1} and that of P_j·V_j,
+// under the Q·Kᵀ product (head dim 256's, right after the P·V wait): the
+// same operations in the same order either way (O·r_j + P_j·V_j), so every
+// tile shape gives bitwise the same rows. With two or three consumer
+// warpgroups taking turns (128- and 192-row tiles below head dim 256) each
+// one's softmax runs while the tensor cores work on the others' products,
+// after its own products are done; three warpgroups also rescale O under
+// the Q·Kᵀ (kRescaleInTurn).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -68,7 +70,9 @@ struct MainloopMma {
   // slower at head dim 128 (same-run A/B, three rounds:
   // bench/results/2026-11-25e-h100/ab4-rescale-in-turn-table.txt). Head dim
   // 256's two warpgroups rescale after the wait: under the Q·Kᵀ the rescale
-  // would keep O, S and P live at once (a local compile spilled 68 bytes).
+  // keeps O, S and P live at once, the 80-key kernels spill 64-68 bytes,
+  // and every cell was 1-3.3% slower (same-run A/B, three rounds:
+  // bench/results/2026-11-26g-h100/ab2-d256-rit-medians.txt).
   static constexpr bool kRescaleInTurn = kNumWG != 2;
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).

@@ -130,6 +130,8 @@ def test_spill_slots_are_followed_across_blocks():
     "STL [R2], R4",                            # a local store through another register
     "ST.E [R2.64], R4",                        # a generic store could reach the stack
     "IADD3 R1, R1, R3, RZ",                    # the stack pointer moved by a register
+    "STL.U8 [R1+0x1], R5",                     # part of a word
+    "STL [R1+0x2], R5",                        # a word across two slots
 ])
 def test_local_loads_stay_sources_when_slots_cannot_be_trusted(escape):
     # Only a stack that nothing but [R1+imm] accesses reach is tracked slot
