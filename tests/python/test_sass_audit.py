@@ -62,8 +62,12 @@ def test_parses_destinations_of_multi_output_instructions():
     assert clock.dests == ["R4"]
 
 
+def _analyze(lines):
+    return audit.analyze("k", [audit.parse_insn(a * 16, t) for a, t in enumerate(lines)])
+
+
 def test_taint_flows_through_registers_and_is_cleared_by_overwrites():
-    insns = [audit.parse_insn(a * 16, t) for a, t in enumerate([
+    rep = _analyze([
         "LDG.E R2, desc[UR4][R6.64]",        # data
         "FADD R3, R2, 1",                     # derived from data
         "MOV R2, RZ",                         # overwritten: clean again
@@ -72,14 +76,9 @@ def test_taint_flows_through_registers_and_is_cleared_by_overwrites():
         "FSETP.GT.AND P1, PT, R3, RZ, PT",    # compares the data
         "@P1 BRA 0x70",                       # data-dependent
         "EXIT",
-    ])]
-    rep = audit.analyze("k", insns)
+    ])
     assert rep.branches == 3
     assert len(rep.violations) == 1 and "@P1 BRA" in rep.violations[0]
-
-
-def _analyze(lines):
-    return audit.analyze("k", [audit.parse_insn(a * 16, t) for a, t in enumerate(lines)])
 
 
 def test_spill_slots_carry_the_taint_of_what_was_stored_there():
@@ -150,22 +149,19 @@ def test_local_loads_stay_sources_when_slots_cannot_be_trusted(escape):
 
 
 def test_a_zeroed_register_pair_is_clean():
-    insns = [audit.parse_insn(a * 16, t) for a, t in enumerate([
+    rep = _analyze([
         "LDG.E.64 R18, desc[UR4][R6.64]",     # data in R18 and R19
         "CS2R R18, SRZ",                      # both zeroed
         "ISETP.GE.AND P0, PT, R19, 0x1, PT",  # compares the zero
         "@P0 BRA 0x50",                       # fine
         "EXIT",
-    ])]
-    rep = audit.analyze("k", insns)
+    ])
     assert rep.branches == 2 and not rep.violations  # the BRA and the EXIT
 
 
 def test_predicated_writes_are_tracked_precisely_but_soundly():
-    def run(lines):
-        return audit.analyze("k", [audit.parse_insn(a * 16, t) for a, t in enumerate(lines)])
     # R9 holds data; it is rewritten under !P0 and read under !P0 only: clean.
-    same_guard = run([
+    same_guard = _analyze([
         "LDG.E R9, desc[UR4][R6.64]",
         "ISETP.NE.AND P0, PT, R1, RZ, PT",
         "@!P0 IMAD.U32 R9, RZ, RZ, UR16",
@@ -177,7 +173,7 @@ def test_predicated_writes_are_tracked_precisely_but_soundly():
     ])
     assert same_guard.violations == []
     # Rewritten under both P0 and !P0: clean afterwards.
-    both_guards = run([
+    both_guards = _analyze([
         "LDG.E R4, desc[UR4][R6.64]",
         "ISETP.NE.AND P0, PT, R1, RZ, PT",
         "@P0 IMAD R4, R2, R3, RZ",
@@ -188,7 +184,7 @@ def test_predicated_writes_are_tracked_precisely_but_soundly():
     ])
     assert both_guards.violations == []
     # Rewritten under P0 only: on the !P0 path R4 still holds the data.
-    one_guard = run([
+    one_guard = _analyze([
         "LDG.E R4, desc[UR4][R6.64]",
         "ISETP.NE.AND P0, PT, R1, RZ, PT",
         "@P0 IMAD R4, R2, R3, RZ",
@@ -198,7 +194,7 @@ def test_predicated_writes_are_tracked_precisely_but_soundly():
     ])
     assert len(one_guard.violations) == 1
     # A PRMT that keeps a loaded byte keeps the taint.
-    kept_byte = run([
+    kept_byte = _analyze([
         "LDS.U8 R5, [R2]",
         "PRMT R8, R5, 0x7610, RZ",
         "ISETP.NE.AND P1, PT, R8, RZ, PT",
@@ -209,8 +205,6 @@ def test_predicated_writes_are_tracked_precisely_but_soundly():
 
 
 def test_predicate_copies_guard_edges_and_masks_are_precise_but_sound():
-    def run(lines):
-        return audit.analyze("k", [audit.parse_insn(a * 16, t) for a, t in enumerate(lines)])
     # P0 is a copy of UP0: a write under @P0 is a write under @UP0.
     copy = [
         "LDG.E R15, desc[UR4][R6.64]",
@@ -223,10 +217,10 @@ def test_predicate_copies_guard_edges_and_masks_are_precise_but_sound():
         "@P1 BRA 0x90",
         "EXIT",
     ]
-    assert run(copy).violations == []
+    assert _analyze(copy).violations == []
     # ... unless UP0 changes in between: then the copy says nothing.
     rewritten = copy[:4] + ["UISETP.NE.AND UP0, UPT, UR10, URZ, UPT"] + copy[4:]
-    assert len(run(rewritten).violations) == 1
+    assert len(_analyze(rewritten).violations) == 1
     # A value clean under P0 (R4 rewritten under P0, then compared without a
     # guard) is clean where a branch proved P0, and tainted where it did not.
     edge = [
@@ -240,10 +234,10 @@ def test_predicate_copies_guard_edges_and_masks_are_precise_but_sound():
         "@P1 BRA 0x90",   # reached from @!P0 BRA too: data-dependent
         "EXIT",
     ]
-    rep = run(edge)
+    rep = _analyze(edge)
     assert len(rep.violations) == 1 and rep.violations[0].startswith("0x0070")
     # IMAD.WIDE: 32-bit multiplicands, 64-bit addend (R6:R7).
-    wide = lambda taint: run([
+    wide = lambda taint: _analyze([
         f"LDG.E R{taint}, desc[UR4][R8.64]",
         "IMAD.WIDE R4, R2, 0x4, R6",
         "ISETP.GE.AND P1, PT, R5, RZ, PT",
@@ -253,7 +247,7 @@ def test_predicate_copies_guard_edges_and_masks_are_precise_but_sound():
     assert wide(3).violations == []     # R3 is not read (R2 is 32-bit)
     assert len(wide(7).violations) == 1  # R7 is the addend's high half
     # LOP3 with an immediate mask reads only the masked bytes.
-    masked = lambda mask: run([
+    masked = lambda mask: _analyze([
         "LDS.U8 R5, [R2]",
         "PRMT R20, R5, 0x0044, RZ",   # the loaded byte into bytes 2 and 3
         f"LOP3.LUT P0, RZ, R20, {mask}, RZ, 0xc0, !PT",
