@@ -18,6 +18,7 @@ struct KernelEntry {
   bool serving;   // the serving variant (varlen, KV cache, paged, split-KV)
   int cluster_m;  // 2: K/V multicast over pairs of CTAs (kernel_traits.h kClusterM)
   bool fold;      // serving, 64 rows: also runs split chunks in one CTA (kernel_traits.h kFold_)
+  bool no_turns;  // two warpgroups without ping-pong turns (kernel_traits.h kNoTurns_)
   LaunchFn launch;
   const char* name;
 };
@@ -29,7 +30,7 @@ const KernelEntry* kernel_table(int* count);
 // has one stage count (tools/gen_sm90_kernels.py asserts it), so the tile
 // names the kernel.
 const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving,
-                               int cluster_m = 1, bool fold = false);
+                               int cluster_m = 1, bool fold = false, bool no_turns = false);
 
 // Launches kernel `e` for a plain (unsplit) call on a validated problem,
 // bypassing dispatch: how tests run every compiled variant.

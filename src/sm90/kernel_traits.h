@@ -39,8 +39,13 @@ using namespace cute;
 // serves every other serving call (across-CTA chunks, unsplit varlen and
 // KV-cache calls): the fold's code, even where it does not run, cost about
 // 0.3 us of a 14 us batch-1 decode (bench/results/2026-11-26-h100/ab2-*).
+//
+// kNoTurns_: two consumer warpgroups that issue without ping-pong turns,
+// each running its softmax under its own P·V (kPingPong below), below head
+// dim 256 where that is not already the only form. Same arithmetic, same
+// bits; dispatch picks it by the key count (tuning_table.h tuned_no_turns).
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kServing_ = false,
-          int kClusterM_ = 1, bool kFold_ = false>
+          int kClusterM_ = 1, bool kFold_ = false, bool kNoTurns_ = false>
 struct KernelTraits {
   using Element = Element_;
   static constexpr bool kServing = kServing_;
@@ -95,7 +100,15 @@ struct KernelTraits {
   // in bench/results/2026-11-23c-h100/ab1-narrow-atoms-table.txt
   // (d256nt). Without turns each warpgroup overlaps its own softmax with
   // its P·V product instead (mainloop_mma.h kOverlapSoftmax).
-  static constexpr bool kPingPong = kNumMmaWarpGroups > 1 && kHeadDim < 256;
+  // Head dim 128's 128-row tiles also come without turns (kNoTurns_), for
+  // calls of 1k keys and up: 1.6-2.6% faster causal from 1k keys, and
+  // 1.8% (unmasked) / 3.3% (causal) slower at 512 keys, where the turns
+  // stay (same-run A/B, three rounds, bits identical:
+  // bench/results/2026-11-26g-h100/ab1-d128-no-turns-table.txt).
+  static constexpr bool kNoTurns = kNoTurns_;
+  static_assert(!kNoTurns || (kNumMmaWarpGroups == 2 && kHeadDim < 256),
+                "kNoTurns_: two consumer warpgroups that would otherwise take turns");
+  static constexpr bool kPingPong = kNumMmaWarpGroups > 1 && kHeadDim < 256 && !kNoTurns;
 
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
   using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;
@@ -114,12 +127,18 @@ struct KernelTraits {
   // One wgmma instruction covers the whole key block (Q·Kᵀ) and the whole
   // head dim (P·V): CuTe's selectors fall back to narrower atoms for widths
   // they are not built with, which is valid but several times slower.
+  // Checked in the device pass only: the host pass of a translation unit
+  // compiles without CuTe's extended widths (tools/gen_sm90_kernels.py), and
+  // host code never uses these two types (the kernel body, which does, is
+  // device-only: flash_fwd_kernel.h).
+#if defined(__CUDA_ARCH__)
   static_assert(size<1>(typename TiledMmaQK::AtomShape_MNK{}) == kBlockN,
                 "Q*K^T atom narrower than the key block: this width needs "
                 "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (tools/gen_sm90_kernels.py)");
   static_assert(size<1>(typename TiledMmaPV::AtomShape_MNK{}) == kHeadDim,
                 "P*V atom narrower than the head dim: this width needs "
                 "CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (tools/gen_sm90_kernels.py)");
+#endif
 
   using SmemAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<
                              GMMA::Major::K, Element, Int<kBlockM>, Int<kHeadDim>>());

@@ -4,7 +4,8 @@
 // come first and the loop body after them is mask-free.
 //
 // Overlap inside a warpgroup (kOverlapSoftmax: 64-row tiles, one consumer
-// warpgroup, and head dim 256, whose two warpgroups issue without turns):
+// warpgroup, and the two-warpgroup kernels that issue without turns: head
+// dim 256, and head dim 128's kNoTurns_ kernels):
 // while the tensor cores compute S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} (both
 // issued asynchronously), the warpgroup waits only for S_j, runs the softmax
 // of block j, then waits for the P·V product. The softmax of one block thus
@@ -56,7 +57,9 @@ struct MainloopMma {
   // two warpgroups issue freely (kernel_traits.h kPingPong); with the
   // overlap they are 4.6-13% faster from 1k tokens than when each waited for
   // its P·V before issuing its next Q·Kᵀ, level at 512 (same-run A/B, three
-  // rounds: bench/results/2026-11-26f-h100/ab2-d256-overlap-table.txt). Both
+  // rounds: bench/results/2026-11-26f-h100/ab2-d256-overlap-table.txt).
+  // Head dim 128's kernels without turns take the same form (kernel_traits.h
+  // kNoTurns_: 1.6-2.6% faster than turns from 1k keys, slower at 512). Both
   // products in flight then hold S_j+1 and P_j at once: the 80-key kernels
   // spill 28-36 bytes (one reload a key block), the 64-key ones nothing.
   static constexpr bool kOverlapSoftmax = !Traits::kPingPong;

@@ -27,10 +27,10 @@ const KernelEntry* kernel_table(int* count) {
 }
 
 const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int cluster_m,
-                               bool fold) {
+                               bool fold, bool no_turns) {
   for (const KernelEntry& e : kKernelTable) {
     if (e.dtype == dtype && e.head_dim == head_dim && e.block_m == block_m && e.block_n == block_n &&
-        e.serving == serving && e.cluster_m == cluster_m && e.fold == fold) {
+        e.serving == serving && e.cluster_m == cluster_m && e.fold == fold && e.no_turns == no_turns) {
       return &e;
     }
   }
@@ -47,7 +47,10 @@ Status launch_plain(const KernelEntry& e, const AttentionArgs& args, const Probl
 std::string available_tiles(DType dtype, int head_dim, bool serving) {
   std::string s;
   for (const KernelEntry& e : kKernelTable) {
-    if (e.dtype != dtype || e.head_dim != head_dim || e.serving != serving || e.cluster_m != 1 || e.fold) continue;
+    if (e.dtype != dtype || e.head_dim != head_dim || e.serving != serving || e.cluster_m != 1 || e.fold ||
+        e.no_turns) {
+      continue;
+    }
     if (!s.empty()) s += ", ";
     s += "block_m=" + std::to_string(e.block_m) + " block_n=" + std::to_string(e.block_n);
   }
@@ -178,9 +181,10 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream,
     }
   }
   tile.cluster_m = serving ? 1 : tuned_cluster(p, tile.block_m, tile.block_n);
+  bool const no_turns = !serving && tuned_no_turns(p, tile.block_m, tile.block_n, tile.cluster_m);
   // Only a call that runs its chunks in one CTA takes the kernel with the fold.
-  const KernelEntry* k =
-      find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, tile.cluster_m, plan.split.fold);
+  const KernelEntry* k = find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, tile.cluster_m,
+                                     plan.split.fold, no_turns);
   if (k == nullptr) {
     return Status(StatusCode::kNotSupported,
                   "no sm90 kernel compiled for " + std::string(dtype_name(p.dtype)) + " head_dim " +

@@ -197,6 +197,34 @@ inline int tuned_cluster(const Problem& p, int block_m, int block_n) {
   return use && cluster_allowed() ? 2 : 1;
 }
 
+// Two consumer warpgroups without ping-pong turns, each running its softmax
+// under its own P·V (kernel_traits.h kNoTurns_): head dim 128's 128-row
+// one-CTA tile, for calls of 1k keys and up. Same-run A/B on an H100, bf16,
+// three rounds, output bits identical
+// (bench/results/2026-11-26g-h100/ab1-d128-no-turns-table.txt, `nt`, which
+// also had the multicast kernels without turns): causal 1.8% faster at 1k,
+// 2.5% at 2k, 2.1% at 8k, 2.0% at 16k (4k: rounds spread ±6%); 3.3% slower
+// causal and 1.8% unmasked at 512 keys. The multicast kernels, which run the
+// unmasked calls, keep their turns (without: level at 1k and 8k, 1.6-1.8%
+// faster at 4k and 16k; not compiled, to keep CI's 2-core build short). The
+// bits are those of the kernel with turns, so the choice may follow any
+// shape. FLASHCORE_NO_TURNS=0 in the environment (read once per process)
+// turns it off, for same-build A/B measurements.
+constexpr bool has_no_turns_kernel(int head_dim, int block_m, int block_n) {
+  return head_dim == 128 && block_m == 128 && block_n == 128;
+}
+inline bool no_turns_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("FLASHCORE_NO_TURNS");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return allowed;
+}
+inline bool tuned_no_turns(const Problem& p, int block_m, int block_n, int cluster_m) {
+  return cluster_m == 1 && has_no_turns_kernel(int(p.head_dim), block_m, block_n) && p.seqlen_k >= 1024 &&
+         no_turns_allowed();
+}
+
 inline CallShape call_shape(const Problem& p) {
   CallShape w;
   w.seqlen_q = p.seqlen_q;

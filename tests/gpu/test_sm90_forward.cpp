@@ -218,6 +218,56 @@ TEST(Sm90Forward, ClusterKernelsMatchOneCtaKernels) {
   EXPECT_GT(tested, 0) << "no K/V-multicast kernel compiled";
 }
 
+// The kernels without ping-pong turns (kernel_traits.h kNoTurns_) run the
+// same operations in the same order as their twins with turns: bit for bit
+// the same output and LSE, on causal, sliding-window and unmasked calls with
+// tails in both lengths, GQA, BSHD, more tiles than SMs, and key counts on
+// both sides of dispatch's 1k threshold (tuning_table.h tuned_no_turns).
+TEST(Sm90Forward, NoTurnsKernelsMatchTheirTwinsWithTurns) {
+  SKIP_WITHOUT_GPU();
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  int n = 0, tested = 0;
+  const flashcore::sm90::KernelEntry* table = flashcore::sm90::kernel_table(&n);
+  for (int i = 0; i < n; ++i) {
+    const auto& e = table[i];
+    if (!e.no_turns) continue;
+    const flashcore::sm90::KernelEntry* twin =
+        flashcore::sm90::find_kernel(e.dtype, e.head_dim, e.block_m, e.block_n, e.serving, e.cluster_m, e.fold);
+    ASSERT_NE(twin, nullptr) << e.name << ": no twin with turns";
+    ASSERT_FALSE(twin->no_turns);
+    ++tested;
+    for (int variant = 0; variant < 4; ++variant) {
+      Case c;
+      c.dtype = e.dtype;
+      c.head_dim = e.head_dim;
+      c.layout = variant == 1 ? Layout::kBSHD : Layout::kBHSD;
+      c.batch = 2;
+      c.heads_kv = 2;
+      c.heads_q = variant == 2 ? 2 * (sms / 8 + 3) : 6;  // variant 2: more tiles than SMs
+      c.seqlen_q = variant == 3 ? 1000 : 2 * e.block_m + 37;
+      c.seqlen_k = variant == 0 ? 1100 : variant == 1 ? 517 : variant == 2 ? 300 : 1000;
+      c.causal = variant != 1;
+      if (variant == 1) c.window_left = 200, c.window_right = 33;
+      c.seed = data_seed() + 6911u * uint32_t(i * 4 + variant);
+      CaseTensors host(c);
+      GpuRun free_issue(host), turns(host);
+      ASSERT_TRUE(free_issue.run_kernel(e).ok()) << e.name << " " << c.name();
+      ASSERT_TRUE(turns.run_kernel(*twin).ok()) << twin->name << " " << c.name();
+      EXPECT_EQ(free_issue.out->bytes(), turns.out->bytes()) << e.name << " " << c.name();
+      EXPECT_EQ(free_issue.lse->bytes(), turns.lse->bytes()) << e.name << " " << c.name();
+      if (variant < 2) {
+        NaiveResult ref = host.naive(c);
+        double err = rel_frobenius(free_issue.out->to_vector(), ref.out);
+        double lerr = lse_max_rel_err(free_issue.lse->to_vector(), ref.lse);
+        EXPECT_TRUE(err < tolerance(c.dtype) && lerr < 1e-3)
+            << e.name << " " << c.name() << ": rel err " << err << ", lse rel err " << lerr;
+      }
+    }
+  }
+  EXPECT_GT(tested, 0) << "no kernel without turns compiled";
+}
+
 TEST(Sm90Forward, FullyMaskedRowsAreZeroWithMinusInfLse) {
   SKIP_WITHOUT_GPU();
   Case c;

@@ -366,14 +366,15 @@ def _exps_between_waits(sass: str) -> list[int]:
 
 
 def test_kernels_without_turns_run_the_softmax_under_the_pv_product():
-    # 64-row tiles (one consumer warpgroup) and head dim 256 (two warpgroups
-    # without ping-pong turns) compute a block's softmax while the previous
+    # 64-row tiles (one consumer warpgroup), head dim 256 and the `_nt`
+    # kernels (two warpgroups without ping-pong turns: kernel_traits.h
+    # kNoTurns_) compute a block's softmax while the previous
     # block's P·V runs (src/sm90/mainloop_mma.h: kOverlapSoftmax). ptxas
     # would hoist the P·V wait above the softmax unless a basic block ends
     # between them (wgmma_utils.h: basic_block_boundary): every exp2 of the
     # block must lie between the two waits, a thread's share of the 64 x
     # block_n scores (block_n / 2: 64 at 128 keys, 40 at 80).
-    for name, sass in _kernel_sass(r"_m64_|_d256_", "64-row or head-dim-256"):
+    for name, sass in _kernel_sass(r"_m64_|_d256_|_nt\.", "64-row, head-dim-256 or no-turns"):
         block_n = int(re.search(r"_n(\d+)_", name).group(1))
         counts = _exps_between_waits(sass)
         assert counts, f"{name}: no wait for Q·Kᵀ with P·V in flight"
