@@ -144,13 +144,16 @@ inline bool cluster_eligible(const Problem& p, int block_m, int cluster_m, bool 
   return pairs_may_straddle ? blocks * p.heads_q * p.batch % cluster_m == 0 : blocks % cluster_m == 0;
 }
 
-// FLASHCORE_CLUSTER=0 in the environment (read once per process) turns K/V
-// multicast off, for same-build A/B measurements.
+// A dispatch switch for same-build A/B measurements: false when the
+// environment variable `name` is "0". Callers read it once per process.
+inline bool env_switch_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+// FLASHCORE_CLUSTER=0 in the environment turns K/V multicast off.
 inline bool cluster_allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("FLASHCORE_CLUSTER");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool allowed = env_switch_on("FLASHCORE_CLUSTER");
   return allowed;
 }
 
@@ -199,25 +202,25 @@ inline int tuned_cluster(const Problem& p, int block_m, int block_n) {
 
 // Two consumer warpgroups without ping-pong turns, each running its softmax
 // under its own P·V (kernel_traits.h kNoTurns_): head dim 128's 128-row
-// one-CTA tile, for calls of 1k keys and up. Same-run A/B on an H100, bf16,
-// three rounds, output bits identical
-// (bench/results/2026-11-26g-h100/ab1-d128-no-turns-table.txt, `nt`, which
-// also had the multicast kernels without turns): causal 1.8% faster at 1k,
-// 2.5% at 2k, 2.1% at 8k, 2.0% at 16k (4k: rounds spread ±6%); 3.3% slower
-// causal and 1.8% unmasked at 512 keys. The multicast kernels, which run the
-// unmasked calls, keep their turns (without: level at 1k and 8k, 1.6-1.8%
-// faster at 4k and 16k; not compiled, to keep CI's 2-core build short). The
-// bits are those of the kernel with turns, so the choice may follow any
-// shape. FLASHCORE_NO_TURNS=0 in the environment (read once per process)
-// turns it off, for same-build A/B measurements.
+// one-CTA tile, for calls of 1k keys and up. Same-run A/Bs on an H100, bf16,
+// three rounds, output bits identical:
+//  - bench/results/2026-11-26g-h100/ab1-d128-no-turns-table.txt (`nt`, a
+//    patch that also took the turns from the multicast kernels): causal 1.8%
+//    faster at 1k, 2.5% at 2k, 2.1% at 8k, 2.0% at 16k (4k: rounds spread
+//    ±6%); 3.3% slower causal and 1.8% unmasked at 512 keys.
+//  - bench/results/2026-11-27-h100/ab1-no-turns-from-1k-medians.txt (this
+//    dispatch, against FLASHCORE_NO_TURNS=0 in the same build): causal 1.8%
+//    faster at 1k, 2.7% at 2k, 2.9% at 4k, 1.0% at 8k, 3.4% at 16k.
+// The multicast kernels, which run the unmasked calls, keep their turns
+// (without: level at 1k and 8k, 1.6-1.8% faster at 4k and 16k; not compiled,
+// to keep CI's 2-core build short). The bits are those of the kernel with
+// turns, so the choice may follow any shape.
 constexpr bool has_no_turns_kernel(int head_dim, int block_m, int block_n) {
   return head_dim == 128 && block_m == 128 && block_n == 128;
 }
+// FLASHCORE_NO_TURNS=0 in the environment keeps the turns everywhere.
 inline bool no_turns_allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("FLASHCORE_NO_TURNS");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool allowed = env_switch_on("FLASHCORE_NO_TURNS");
   return allowed;
 }
 inline bool tuned_no_turns(const Problem& p, int block_m, int block_n, int cluster_m) {
