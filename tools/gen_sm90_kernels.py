@@ -103,9 +103,8 @@ def name(k):
 
 def unit(k):
     dt, d, bm, bn, st, serving, cluster, fold, no_turns = k
-    extra = (", false, 1, false, true" if no_turns else ", true, 1, true" if fold else ", true" if serving
-             else f", false, {cluster}" if cluster > 1 else "")
-    traits = f"KernelTraits<{ELEMENT[dt]}, {d}, {bm}, {bn}, {st}{extra}>"
+    flags = ", ".join(str(x).lower() for x in (serving, cluster, fold, no_turns))
+    traits = f"KernelTraits<{ELEMENT[dt]}, {d}, {bm}, {bn}, {st}, {flags}>"
     extended = bn not in GMMA_WIDTHS or d not in GMMA_WIDTHS
     return (HEADER +
             (f"// {bn}-key blocks / head dim {d}: CuTe's extended WGMMA widths (tools/gen_sm90_kernels.py),\n"
@@ -125,8 +124,7 @@ def registry():
     decls = "".join(f"Status {name(k)}(const AttentionArgs&, const Problem&, const LaunchPlan&, cudaStream_t);\n"
                     for k in KERNELS)
     rows = "".join(
-        f'    {{{DTYPE[k[0]]}, {k[1]}, {k[2]}, {k[3]}, {k[4]}, {str(k[5]).lower()}, {k[6]}, {str(k[7]).lower()}, '
-        f'{str(k[8]).lower()}, &{name(k)}, "{name(k)}"}},\n'
+        f'    {{{DTYPE[k[0]]}, {", ".join(str(x).lower() for x in k[1:])}, &{name(k)}, "{name(k)}"}},\n'
         for k in KERNELS)
     return (HEADER + decls + "\nconstexpr KernelEntry kKernelTable[] = {\n" + rows + "};\n")
 

@@ -163,12 +163,13 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
     params.partial_rows = plan.split.partial_rows;
   }
 
+  // Dispatch's view of the kernels without turns (tuning_table.h) is this kernel's.
+  static_assert(!Traits::kNoTurns || has_no_turns_kernel(Traits::kHeadDim, Traits::kBlockM, Traits::kBlockN),
+                "a kernel without turns dispatch never picks: list it in tuning_table.h has_no_turns_kernel");
   // K/V multicast (kernel_traits.h kClusterM): the two CTAs of a cluster
   // walk tiles 2i and 2i+1 in step, so every tile must have as many key
   // blocks and the tiles must pair up. Dispatch only picks these kernels for
   // such calls (tuning_table.h cluster_eligible); this guards direct launches.
-  static_assert(!Traits::kNoTurns || has_no_turns_kernel(Traits::kHeadDim, Traits::kBlockM, Traits::kBlockN),
-                "a kernel without turns dispatch never picks: list it in tuning_table.h has_no_turns_kernel");
   if constexpr (Traits::kClusterM > 1) {
     // Dispatch's view of the multicast kernels (tuning_table.h) is this kernel's.
     static_assert(has_cluster_kernel(Traits::kHeadDim, Traits::kBlockM, Traits::kBlockN),

@@ -100,11 +100,9 @@ struct KernelTraits {
   // in bench/results/2026-11-23c-h100/ab1-narrow-atoms-table.txt
   // (d256nt). Without turns each warpgroup overlaps its own softmax with
   // its P·V product instead (mainloop_mma.h kOverlapSoftmax).
-  // Head dim 128's 128-row tiles also come without turns (kNoTurns_), for
-  // calls of 1k keys and up: 1.6-2.6% faster causal from 1k keys, and
-  // 1.8% (unmasked) / 3.3% (causal) slower at 512 keys, where the turns
-  // stay (same-run A/B, three rounds, bits identical:
-  // bench/results/2026-11-26g-h100/ab1-d128-no-turns-table.txt).
+  // Head dim 128's 128-row tile is also compiled without turns (kNoTurns_),
+  // which dispatch takes from 1k keys, where it measured faster
+  // (tuning_table.h tuned_no_turns).
   static constexpr bool kNoTurns = kNoTurns_;
   static_assert(!kNoTurns || (kNumMmaWarpGroups == 2 && kHeadDim < 256),
                 "kNoTurns_: two consumer warpgroups that would otherwise take turns");

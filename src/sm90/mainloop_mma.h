@@ -59,7 +59,7 @@ struct MainloopMma {
   // its P·V before issuing its next Q·Kᵀ, level at 512 (same-run A/B, three
   // rounds: bench/results/2026-11-26f-h100/ab2-d256-overlap-table.txt).
   // Head dim 128's kernels without turns take the same form (kernel_traits.h
-  // kNoTurns_: 1.6-2.6% faster than turns from 1k keys, slower at 512). Both
+  // kNoTurns_; where they are faster: tuning_table.h tuned_no_turns). Both
   // products in flight then hold S_j+1 and P_j at once: the 80-key kernels
   // spill 28-36 bytes (one reload a key block), the 64-key ones nothing.
   static constexpr bool kOverlapSoftmax = !Traits::kPingPong;

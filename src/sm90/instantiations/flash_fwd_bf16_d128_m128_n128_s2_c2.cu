@@ -6,7 +6,7 @@ namespace flashcore::sm90 {
 
 Status flash_fwd_bf16_d128_m128_n128_s2_c2(const AttentionArgs& args, const Problem& p, const LaunchPlan& plan,
                  cudaStream_t stream) {
-  return launch_flash_fwd<KernelTraits<cutlass::bfloat16_t, 128, 128, 128, 2, false, 2>>(args, p, plan, stream);
+  return launch_flash_fwd<KernelTraits<cutlass::bfloat16_t, 128, 128, 128, 2, false, 2, false, false>>(args, p, plan, stream);
 }
 
 }  // namespace flashcore::sm90

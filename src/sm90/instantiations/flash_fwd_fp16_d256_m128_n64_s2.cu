@@ -6,7 +6,7 @@ namespace flashcore::sm90 {
 
 Status flash_fwd_fp16_d256_m128_n64_s2(const AttentionArgs& args, const Problem& p, const LaunchPlan& plan,
                  cudaStream_t stream) {
-  return launch_flash_fwd<KernelTraits<cutlass::half_t, 256, 128, 64, 2>>(args, p, plan, stream);
+  return launch_flash_fwd<KernelTraits<cutlass::half_t, 256, 128, 64, 2, false, 1, false, false>>(args, p, plan, stream);
 }
 
 }  // namespace flashcore::sm90

@@ -6,7 +6,7 @@ namespace flashcore::sm90 {
 
 Status flash_fwd_fp16_d96_m128_n128_s3(const AttentionArgs& args, const Problem& p, const LaunchPlan& plan,
                  cudaStream_t stream) {
-  return launch_flash_fwd<KernelTraits<cutlass::half_t, 96, 128, 128, 3>>(args, p, plan, stream);
+  return launch_flash_fwd<KernelTraits<cutlass::half_t, 96, 128, 128, 3, false, 1, false, false>>(args, p, plan, stream);
 }
 
 }  // namespace flashcore::sm90

@@ -6,7 +6,7 @@ namespace flashcore::sm90 {
 
 Status flash_fwd_serving_fp16_d128_m64_n128_s2_fold(const AttentionArgs& args, const Problem& p, const LaunchPlan& plan,
                  cudaStream_t stream) {
-  return launch_flash_fwd<KernelTraits<cutlass::half_t, 128, 64, 128, 2, true, 1, true>>(args, p, plan, stream);
+  return launch_flash_fwd<KernelTraits<cutlass::half_t, 128, 64, 128, 2, true, 1, true, false>>(args, p, plan, stream);
 }
 
 }  // namespace flashcore::sm90
