@@ -132,6 +132,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                                                        params.seq.window_right};
       typename Mma::Softmax softmax(params.scale_log2);
       if constexpr (!Traits::kIssueAhead) clear(tOrO);  // else in run, after its first wait
+      // A plain kernel's tiles are all active (the host sizes num_units from
+      // its one seqlen_q), so its Q count is its tile count: the lean kernels
+      // hold only that across the key loop (kernel_traits.h kLeanTileState).
+      if constexpr (Traits::kLeanTileState) q_iter = iter;
       int const qb = q_iter % Traits::kQStages;
       auto* q_smem = Traits::q_buffer(storage, q_iter);
       if constexpr (Traits::kIssueAhead) {
@@ -158,7 +162,20 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       } else {
         softmax.finalize(inv_sum, lse);
       }
-      Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, q_smem, mma_thread, t, si, w);
+      if constexpr (Traits::kLeanTileState) {
+        // The epilogue's inputs again, from the tile count, the kernel
+        // parameters and a fresh read of the thread index (volatile: not
+        // merged with the first read, which would stay live through the key
+        // loop).
+        int const mma_thread_e = fresh_thread_index() - cutlass::NumThreadsPerWarpGroup;
+        TileCoord const te = scheduler.decode(scheduler.tile_at(iter));
+        SeqInfo const sie = seq_info<false>(params.seq, te.batch);
+        TileWork const we = tile_work<Traits::kBlockM, Traits::kBlockN, false, Traits::kIssueAhead>(params.seq, sie, te.unit);
+        Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, Traits::q_buffer(storage, iter), mma_thread_e,
+                                te, sie, we);
+      } else {
+        Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, q_smem, mma_thread, t, si, w);
+      }
     }
     // The last tile's "next" Q·Kᵀ, on data nobody reads.
     if constexpr (Traits::kIssueAhead) warpgroup_wait<0>();

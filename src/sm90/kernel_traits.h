@@ -192,6 +192,19 @@ struct KernelTraits {
   // Where O is staged: nowhere but Q's buffer, whose next Q then waits for the store.
   static constexpr bool kOThroughQ = !kSeparateO && !kHalfO;
   static constexpr int kQStages = kSeparateO && int(3 * kBytesQ) + kBytesKVRing <= kSmemBudget ? 2 : 1;
+  // Head dim 256's 80-key kernels fill all 240 consumer registers in their
+  // key loop (S, P and O of both products in flight): they hold nothing
+  // else across it but the tile count, and recompute the epilogue's inputs
+  // after it (flash_fwd_kernel.h; their K/V multicast release holds no
+  // vector register either: mainloop_mma.h). Otherwise ptxas spilled 28
+  // (one CTA) and 36 bytes (multicast); same-run A/Bs against those
+  // (bench/results/2026-11-27b-h100/ab2-*, ab3-*): -1.8% to +0.8% from 4k
+  // keys, the unmasked 2k cell +3.7-5.1% in medians of a bimodal spread
+  // (docs/kernels.md). Other kernels keep those values: recomputing them
+  // made head dim 64 2.5-4.4% slower and head dim 128's 512-key cells 2%
+  // (ab1-spill-cut-*).
+  static constexpr bool kLeanTileState = kHeadDim == 256 && kBlockN == 80;
+  static_assert(!kLeanTileState || !kServing, "the lean tile state takes a plain kernel's tile count for its Q count");
   // The next tile's first Q·Kᵀ issued in this tile's last turn, with its
   // last P·V (mainloop_mma.h, Ahead): the epilogue then runs under that
   // product, and a tile no longer starts with a lone Q·Kᵀ. It needs the next

@@ -60,8 +60,9 @@ struct MainloopMma {
   // rounds: bench/results/2026-11-26f-h100/ab2-d256-overlap-table.txt).
   // Head dim 128's kernels without turns take the same form (kernel_traits.h
   // kNoTurns_; where they are faster: tuning_table.h tuned_no_turns). Both
-  // products in flight then hold S_j+1 and P_j at once: the 80-key kernels
-  // spill 28-36 bytes (one reload a key block), the 64-key ones nothing.
+  // products in flight then hold S_j+1 and P_j at once: all 240 registers
+  // in the 80-key kernels, which hold nothing else across the key loop
+  // (kernel_traits.h kLeanTileState).
   static constexpr bool kOverlapSoftmax = !Traits::kPingPong;
   // Where O is rescaled for a block's row maxima: after the P·V wait
   // (outside the turns), or between the issue of the next Q·Kᵀ and that of
@@ -151,6 +152,12 @@ struct MainloopMma {
                                   PipelineState const& s, int mma_thread) {
     if constexpr (Traits::kClusterM == 1) {
       pipe.consumer_release(s);
+    } else if constexpr (Traits::kLeanTileState) {
+      // The warpgroup's first thread arrives on every CTA's barrier: a
+      // predicate and constant targets, no register held through the loop.
+      bool const leader = threadIdx.x % cutlass::NumThreadsPerWarpGroup == 0;
+      CUTLASS_PRAGMA_UNROLL
+      for (int c = 0; c < Traits::kClusterM; ++c) ring.empty_barrier_[s.index()].arrive(uint32_t(c), uint32_t(leader));
     } else {
       int const t = mma_thread % cutlass::NumThreadsPerWarpGroup;
       ring.empty_barrier_[s.index()].arrive(uint32_t(t / 32), uint32_t(t % 32 == 0 && t / 32 < Traits::kClusterM));

@@ -44,6 +44,16 @@ CUTE_DEVICE void basic_block_boundary(int never_negative) {
   if (never_negative < 0) asm volatile("nanosleep.u32 0;");
 }
 
+// The thread index, read again from its special register: the read is
+// volatile, so ptxas neither merges it with an earlier read nor keeps that
+// earlier value live to reuse it (flash_fwd_kernel.h reads it after the key
+// loop instead of holding it through the loop).
+CUTE_DEVICE int fresh_thread_index() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+
 // WGMMA accumulator ((2, 2, N/8), MMA_M, MMA_N) -> ((2, MMA_M), (2, N/8, MMA_N)):
 // mode 0 indexes the rows a thread holds, mode 1 its columns.
 template <class Layout>
