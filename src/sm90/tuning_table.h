@@ -181,7 +181,8 @@ inline bool cluster_allowed() {
 // These tiles are compiled with multicast (tools/gen_sm90_kernels.py
 // CLUSTER_TILES lists the same; each multicast kernel's launch checks at
 // compile time that it is listed here, flash_fwd_launch.h).
-constexpr bool has_cluster_kernel(int head_dim, int block_m, int block_n) {
+// block_n does not matter: every block_n of these tiles has its multicast kernel.
+constexpr bool has_cluster_kernel(int head_dim, int block_m, int /*block_n*/) {
   return (head_dim == 64 && block_m == 192) || (head_dim == 128 && block_m == 128) ||
          (head_dim == 256 && block_m == 128);
 }
