@@ -1,9 +1,13 @@
 """Summarizes the stamps a FLASHCORE_AB_TIMELINE build writes
-(tools/variant-ab/patches/timeline.patch, FLASHCORE_TIMELINE_OUT=FILE):
+(tools/variant-ab/patches/timeline-v2.patch, src/sm90/timeline.h there;
+timeline.patch for trees of 2026-11-25; FLASHCORE_TIMELINE_OUT=FILE):
 per consumer warpgroup of the first CTAs, the median SM cycles of each
-phase of a ping-pong key-loop iteration, over the iterations that are
-neither the first nor the last two of their tile, and how often two
-warpgroups of one CTA were in their softmax at the same time.
+phase of a key-loop iteration, over the iterations that are neither the
+first nor the last two of their tile, and how often two warpgroups of one
+CTA were in their softmax at the same time; with timeline-v2's tile stamps,
+also where a tile's time goes outside the loop (Q and first K waits, the
+first product, the last P·V, the epilogue, the gap to the next tile): the
+costs that dominate short tiles (512 keys: 4 blocks of 128).
 
   python timeline_summary.py FILE
 """
@@ -21,15 +25,67 @@ PHASES = [  # (name, from code, to code): mainloop_mma.h Timeline
 ]
 
 
+TILE_PHASES = [  # (name, from code, to code): timeline-v2's tile stamps (timeline.h)
+    ("Q wait", 7, 9),
+    ("first K block wait", 9, 10),
+    ("first Q·Kᵀ (turn, product)", 10, 11),
+    ("first softmax to loop", 11, 1),
+    ("key loop", 1, 12),
+    ("last P·V", 12, 8),
+    ("epilogue", 8, 13),
+    ("tile start to epilogue done", 7, 13),
+]
+
+
+def tile_summary(seqs):
+    """Median cycles of each tile phase over all tiles, and of the gap from a
+    tile's epilogue to the next tile's start. Phases whose stamps a tile
+    lacks (a one-block tile has no loop) are left out for that tile."""
+    per = {name: [] for name, _, _ in TILE_PHASES}
+    gaps, blocks = [], []
+    for seq in seqs:
+        tiles, cur = [], None
+        for t, code in seq:
+            if code == 7:
+                cur = [(t, code)]
+                tiles.append(cur)
+            elif cur is not None:
+                cur.append((t, code))
+        for i, tile in enumerate(tiles):
+            first = {}
+            for t, code in tile:
+                first.setdefault(code, t)
+            last12 = max((t for t, code in tile if code == 12), default=None)
+            for name, f, to in TILE_PHASES:
+                a = first.get(f)
+                b = last12 if to == 12 else first.get(to)
+                if a is not None and b is not None and b >= a:
+                    per[name].append(b - a)
+            blocks.append(1 + sum(1 for _, code in tile if code == 1))
+            if i + 1 < len(tiles) and 13 in first:
+                gaps.append(tiles[i + 1][0][0] - first[13])
+    if not any(per.values()) or not blocks:
+        return
+    print(f"  tiles: {len(blocks)}, key blocks a tile median {statistics.median(blocks):.0f}")
+    for name, _, _ in TILE_PHASES:
+        v = sorted(per[name])
+        if v:
+            print(f"  {name:28s} median {statistics.median(v):7.0f} cycles  (p10 {v[len(v) // 10]:.0f}, "
+                  f"p90 {v[9 * len(v) // 10]:.0f}, {len(v)} tiles)")
+    if gaps:
+        print(f"  {'epilogue done to next tile':28s} median {statistics.median(gaps):7.0f} cycles")
+
+
 def main():
     data = open(sys.argv[1], "rb").read()
     ctas, wgs, events = struct.unpack_from("3i", data)
     stamps = struct.unpack_from(f"{ctas * wgs * events}Q", data, 12)
     per_phase = {name: [] for name, _, _ in PHASES}
-    periods, softmax_spans = [], {}
+    periods, softmax_spans, seqs = [], {}, []
     for c in range(ctas):
         for w in range(wgs):
             seq = [(s >> 4, s & 15) for s in stamps[(c * wgs + w) * events:(c * wgs + w + 1) * events] if s]
+            seqs.append(seq)
             # Split into tiles (7 ... 8) and keep the middle iterations.
             tiles, cur = [], None
             for t, code in seq:
@@ -72,6 +128,7 @@ def main():
                 both += max(0, min(e0, e1) - max(s0, s1))
     if total:
         print(f"  warpgroup 0's softmax time that warpgroup 1 also spent in its softmax: {100 * both / total:.1f}%")
+    tile_summary(seqs)
 
 
 if __name__ == "__main__":
