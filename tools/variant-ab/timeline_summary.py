@@ -25,6 +25,15 @@ PHASES = [  # (name, from code, to code): mainloop_mma.h Timeline
 ]
 
 
+def print_phase(name, values, spread=True, suffix=""):
+    """One phase's line: median cycles, with the 10th and 90th percentiles."""
+    v = sorted(values)
+    line = f"  {name:28s} median {statistics.median(v):7.0f} cycles"
+    if spread:
+        line += f"  (p10 {v[len(v) // 10]:.0f}, p90 {v[9 * len(v) // 10]:.0f}{suffix})"
+    print(line)
+
+
 TILE_PHASES = [  # (name, from code, to code): timeline-v2's tile stamps (timeline.h)
     ("Q wait", 7, 9),
     ("first K block wait", 9, 10),
@@ -68,12 +77,10 @@ def tile_summary(seqs):
         return
     print(f"  tiles: {len(blocks)}, key blocks a tile median {statistics.median(blocks):.0f}")
     for name, _, _ in TILE_PHASES:
-        v = sorted(per[name])
-        if v:
-            print(f"  {name:28s} median {statistics.median(v):7.0f} cycles  (p10 {v[len(v) // 10]:.0f}, "
-                  f"p90 {v[9 * len(v) // 10]:.0f}, {len(v)} tiles)")
+        if per[name]:
+            print_phase(name, per[name], suffix=f", {len(per[name])} tiles")
     if gaps:
-        print(f"  {'epilogue done to next tile':28s} median {statistics.median(gaps):7.0f} cycles")
+        print_phase("epilogue done to next tile", gaps, spread=False)
 
 
 def main():
@@ -110,12 +117,10 @@ def main():
                         softmax_spans.setdefault(c, {}).setdefault(w, []).append((at[4], at[5]))
     print(f"{sys.argv[1]}: {ctas} CTAs x {wgs} warpgroups, {len(periods)} iterations")
     for name, _, _ in PHASES:
-        v = per_phase[name]
-        if v:
-            print(f"  {name:28s} median {statistics.median(v):7.0f} cycles  (p10 {sorted(v)[len(v) // 10]:.0f}, "
-                  f"p90 {sorted(v)[9 * len(v) // 10]:.0f})")
+        if per_phase[name]:
+            print_phase(name, per_phase[name])
     if periods:
-        print(f"  {'iteration (loop top to top)':28s} median {statistics.median(periods):7.0f} cycles")
+        print_phase("iteration (loop top to top)", periods, spread=False)
     # Softmax of two warpgroups of one CTA overlapping in time.
     both, total = 0, 0
     for c, by_wg in softmax_spans.items():
