@@ -123,10 +123,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
     }
     for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
-      TileCoord t = scheduler.decode(tile);
-      SeqInfo const si = seq_info<Traits::kServing>(params.seq, t.batch);
-      TileWork const w =
-          tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing, Traits::kIssueAhead>(params.seq, si, t.unit);
+      auto const [t, si, w] = tile_info<Traits>(scheduler, params.seq, tile);
       if (!Traits::kIssueAhead && !w.active) continue;  // the producer skips the same tiles
       BlockMask<Traits::kBlockM, Traits::kBlockN> mask{si.seqlen_q, si.seqlen_k, params.seq.window_left,
                                                        params.seq.window_right};
@@ -168,9 +165,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
         // merged with the first read, which would stay live through the key
         // loop).
         int const mma_thread_e = fresh_thread_index() - cutlass::NumThreadsPerWarpGroup;
-        TileCoord const te = scheduler.decode(scheduler.tile_at(iter));
-        SeqInfo const sie = seq_info<false>(params.seq, te.batch);
-        TileWork const we = tile_work<Traits::kBlockM, Traits::kBlockN, false, Traits::kIssueAhead>(params.seq, sie, te.unit);
+        auto const [te, sie, we] = tile_info<Traits>(scheduler, params.seq, scheduler.tile_at(iter));
         Epilogue<Traits>::store(params, storage, tOrO, inv_sum, lse, Traits::q_buffer(storage, iter), mma_thread_e,
                                 te, sie, we);
       } else {

@@ -72,9 +72,7 @@ struct MainloopLoad {
     int iter = 0, q_iter = 0;
     CUTLASS_PRAGMA_NO_UNROLL
     for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
-      TileCoord t = scheduler.decode(tile);
-      SeqInfo const si = seq_info<false>(seq, t.batch);
-      TileWork const w = tile_work<Traits::kBlockM, Traits::kBlockN, false, Traits::kIssueAhead>(seq, si, t.unit);
+      auto const [t, si, w] = tile_info<Traits>(scheduler, seq, tile);
       if (!w.active) continue;
       load_q(params, storage, q_iter++, mQ, t, si, w, false);
     }
@@ -161,10 +159,7 @@ struct MainloopLoad {
     // unrolled copies of the loop would spill.
     CUTLASS_PRAGMA_NO_UNROLL
     for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
-      TileCoord t = scheduler.decode(tile);
-      SeqInfo const si = seq_info<Traits::kServing>(seq, t.batch);
-      TileWork const w =
-          tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing, Traits::kIssueAhead>(seq, si, t.unit);
+      auto const [t, si, w] = tile_info<Traits>(scheduler, seq, tile);
       if (!w.active) continue;
       int head_kv = t.head / params.group;
       Tensor gK = local_tile(domain_offset(make_coord(si.k_offset, _0{}), mK(_, _, head_kv, varlen_k ? 0 : t.batch)),

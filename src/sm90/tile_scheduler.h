@@ -28,6 +28,8 @@
 // reproducible and batch-invariant.
 #pragma once
 
+#include "sm90/seq_info.h"
+
 namespace flashcore::sm90 {
 
 struct TileCoord {
@@ -72,5 +74,22 @@ struct StaticTileScheduler {
     return {m_block, bh % params.heads_q, bh / params.heads_q};
   }
 };
+
+// What a tile index means to each role that walks the tiles (the K/V
+// producer, Q's loader, the consumers, and the epilogue of the kernels that
+// recompute it: kernel_traits.h kLeanTileState): its coordinates, its
+// sequence, and its query block and key blocks.
+struct TileInfo {
+  TileCoord t;
+  SeqInfo si;
+  TileWork w;
+};
+
+template <class Traits, class Scheduler>
+CUTE_DEVICE TileInfo tile_info(Scheduler const& scheduler, SeqParams const& seq, int tile) {
+  TileCoord const t = scheduler.decode(tile);
+  SeqInfo const si = seq_info<Traits::kServing>(seq, t.batch);
+  return {t, si, tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing, Traits::kIssueAhead>(seq, si, t.unit)};
+}
 
 }  // namespace flashcore::sm90
