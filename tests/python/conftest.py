@@ -24,5 +24,16 @@ if importlib.util.find_spec("flashcore") is None:
 
 
 @pytest.fixture
+def nvcc():
+    """nvcc from PATH or /usr/local/cuda; the test is skipped without one."""
+    import shutil
+    cand = "/usr/local/cuda/bin/nvcc"
+    path = shutil.which("nvcc") or (cand if os.access(cand, os.X_OK) else None)
+    if path is None:
+        pytest.skip("nvcc not found: nothing can be compiled here")
+    return path
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(1234)

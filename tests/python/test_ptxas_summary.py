@@ -4,8 +4,6 @@ import pathlib
 import subprocess
 import sys
 
-import pytest
-
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "ptxas-summary"
 
@@ -102,11 +100,7 @@ __global__ void planted(float* p, int i) { float a[64]; for (int k = 0; k < 64; 
 OTHER = "__global__ void other(float* p) { p[threadIdx.x] = 1.f; }\n"
 
 
-def test_objects_add_the_sass_counts(tmp_path):
-    import shutil
-    nvcc = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if pathlib.Path(p).exists()), None)
-    if nvcc is None:
-        pytest.skip("nvcc not found: no objects to disassemble here")
+def test_objects_add_the_sass_counts(tmp_path, nvcc):
     objects = tmp_path / "objects"
     objects.mkdir()
     log = []

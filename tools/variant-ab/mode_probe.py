@@ -28,20 +28,14 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashcore
+from flashcore.bench.timing import time_eager
 
 PAGE = 2 << 20
 
 
-def median_us(fn, trials, warmup=10):
-    for _ in range(warmup):
-        fn()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(trials)]
-    for a, b in ev:
-        a.record()
-        fn()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) * 1e3 for a, b in ev)
+def median_us(fn, trials):
+    """The benchmark's eager timing (events around each call), one input set."""
+    return time_eager(lambda _: fn(), 1, trials).median
 
 
 def main():

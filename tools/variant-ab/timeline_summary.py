@@ -15,7 +15,7 @@ import statistics
 import struct
 import sys
 
-PHASES = [  # (name, from code, to code): mainloop_mma.h Timeline
+PHASES = [  # (name, from code, to code): timeline.h (timeline-v2.patch)
     ("K/V wait + turn wait", 1, 2),
     ("issue Q·Kᵀ + P·V", 2, 3),
     ("wait for S", 3, 4),
@@ -46,6 +46,17 @@ TILE_PHASES = [  # (name, from code, to code): timeline-v2's tile stamps (timeli
 ]
 
 
+def split_tiles(seq):
+    """A warpgroup's stamps cut at each tile start (code 7, kept first)."""
+    tiles = []
+    for t, code in seq:
+        if code == 7:
+            tiles.append([])
+        if tiles:
+            tiles[-1].append((t, code))
+    return tiles
+
+
 def tile_summary(seqs):
     """Median cycles of each tile phase over all tiles, and of the gap from a
     tile's epilogue to the next tile's start. Phases whose stamps a tile
@@ -53,13 +64,7 @@ def tile_summary(seqs):
     per = {name: [] for name, _, _ in TILE_PHASES}
     gaps, blocks = [], []
     for seq in seqs:
-        tiles, cur = [], None
-        for t, code in seq:
-            if code == 7:
-                cur = [(t, code)]
-                tiles.append(cur)
-            elif cur is not None:
-                cur.append((t, code))
+        tiles = split_tiles(seq)
         for i, tile in enumerate(tiles):
             first = {}
             for t, code in tile:
@@ -93,17 +98,13 @@ def main():
         for w in range(wgs):
             seq = [(s >> 4, s & 15) for s in stamps[(c * wgs + w) * events:(c * wgs + w + 1) * events] if s]
             seqs.append(seq)
-            # Split into tiles (7 ... 8) and keep the middle iterations.
-            tiles, cur = [], None
-            for t, code in seq:
-                if code == 7:
-                    cur = []
-                elif code == 8 and cur is not None:
-                    tiles.append(cur)
-                    cur = None
-                elif cur is not None:
-                    cur.append((t, code))
-            for tile in tiles:
+            # Each tile's stamps between its start (7) and its last P·V (8);
+            # the middle iterations of its key loop.
+            for tile in split_tiles(seq):
+                codes = [code for _, code in tile]
+                if 8 not in codes:
+                    continue
+                tile = tile[1:codes.index(8)]
                 tops = [i for i, (_, code) in enumerate(tile) if code == 1]
                 for a, b in zip(tops[1:-2], tops[2:-1]):
                     it = tile[a:b + 1]
