@@ -181,7 +181,7 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream,
     }
   }
   tile.cluster_m = serving ? 1 : tuned_cluster(p, tile.block_m, tile.block_n);
-  bool const no_turns = !serving && tuned_no_turns(p, tile.block_m, tile.block_n, tile.cluster_m);
+  bool const no_turns = !serving && tuned_no_turns(p, tile.block_m, tile.block_n);
   // Only a call that runs its chunks in one CTA takes the kernel with the fold.
   const KernelEntry* k = find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, tile.cluster_m,
                                      plan.split.fold, no_turns);

@@ -203,7 +203,7 @@ inline int tuned_cluster(const Problem& p, int block_m, int block_n) {
 
 // Two consumer warpgroups without ping-pong turns, each running its softmax
 // under its own P·V (kernel_traits.h kNoTurns_): head dim 128's 128-row
-// one-CTA tile, for calls of 1k keys and up. Same-run A/Bs on an H100, bf16,
+// tile, one CTA and K/V multicast, for calls of 1k keys and up. Same-run A/Bs on an H100, bf16,
 // three rounds, output bits identical:
 //  - bench/results/2026-11-26g-h100/ab1-d128-no-turns-table.txt (`nt`, a
 //    patch that also took the turns from the multicast kernels): causal 1.8%
@@ -212,10 +212,12 @@ inline int tuned_cluster(const Problem& p, int block_m, int block_n) {
 //  - bench/results/2026-11-27-h100/ab1-no-turns-from-1k-medians.txt (this
 //    dispatch, against FLASHCORE_NO_TURNS=0 in the same build): causal 1.8%
 //    faster at 1k, 2.7% at 2k, 2.9% at 4k, 1.0% at 8k, 3.4% at 16k.
-// The multicast kernels, which run the unmasked calls, keep their turns
-// (without: level at 1k and 8k, 1.6-1.8% faster at 4k and 16k; not compiled,
-// to keep CI's 2-core build short). The bits are those of the kernel with
-// turns, so the choice may follow any shape.
+//  - bench/results/2026-11-27c-h100/ab1-d128-c2-no-turns-table.txt (the
+//    multicast twin, which runs the unmasked calls, against its turns in the
+//    same build, three rounds): 1k level (+0.5%), 2k 2.4% faster, 4k 2.6%,
+//    8k 2.1%, 16k 2.3%.
+// The bits are those of the kernel with turns, so the choice may follow any
+// shape.
 constexpr bool has_no_turns_kernel(int head_dim, int block_m, int block_n) {
   return head_dim == 128 && block_m == 128 && block_n == 128;
 }
@@ -224,9 +226,8 @@ inline bool no_turns_allowed() {
   static const bool allowed = env_switch_on("FLASHCORE_NO_TURNS");
   return allowed;
 }
-inline bool tuned_no_turns(const Problem& p, int block_m, int block_n, int cluster_m) {
-  return cluster_m == 1 && has_no_turns_kernel(int(p.head_dim), block_m, block_n) && p.seqlen_k >= 1024 &&
-         no_turns_allowed();
+inline bool tuned_no_turns(const Problem& p, int block_m, int block_n) {
+  return has_no_turns_kernel(int(p.head_dim), block_m, block_n) && p.seqlen_k >= 1024 && no_turns_allowed();
 }
 
 inline CallShape call_shape(const Problem& p) {

@@ -229,25 +229,25 @@ TEST(TuningTable, KvMulticastOnlyForUnmaskedPlainCallsWhoseTilesPairUp) {
   EXPECT_FALSE(cluster_eligible(decode, 64, 2, true));
 }
 
-// Head dim 128's 128-row one-CTA tile without ping-pong turns from 1k keys
-// (bench/results/2026-11-26g-h100/ab1-d128-no-turns-table.txt): by the keys
-// of a sequence, whatever the mask, batch or query rows; never for the
-// multicast kernels, other tiles or head dims, or serving calls (dispatch).
+// Head dim 128's 128-row tile without ping-pong turns from 1k keys, one CTA
+// or K/V multicast (bench/results/2026-11-26g-h100/ab1-d128-no-turns-table.txt,
+// 2026-11-27c-h100/ab1-d128-c2-no-turns-table.txt): by the keys of a
+// sequence, whatever the mask, batch or query rows; never for other tiles or
+// head dims, or serving calls (dispatch).
 TEST(TuningTable, NoTurnsForHeadDim128From1kKeys) {
   if (!no_turns_allowed()) GTEST_SKIP() << "FLASHCORE_NO_TURNS=0 in the environment";
   flashcore::Problem p = problem(4, 16, 16, 4096, 1024);
   p.head_dim = 128;
-  EXPECT_TRUE(tuned_no_turns(p, 128, 128, 1));
-  EXPECT_FALSE(tuned_no_turns(p, 128, 128, 2));  // the multicast kernel keeps its turns
-  EXPECT_FALSE(tuned_no_turns(p, 64, 128, 1));   // one warpgroup: no turns anyway
+  EXPECT_TRUE(tuned_no_turns(p, 128, 128));
+  EXPECT_FALSE(tuned_no_turns(p, 64, 128));  // one warpgroup: no turns anyway
   p.seqlen_k = 1023;
-  EXPECT_FALSE(tuned_no_turns(p, 128, 128, 1));
+  EXPECT_FALSE(tuned_no_turns(p, 128, 128));
   p.seqlen_k = 16384, p.seqlen_q = 1, p.batch = 1;
   p.causal = true, p.window_right = 0;
-  EXPECT_TRUE(tuned_no_turns(p, 128, 128, 1));
+  EXPECT_TRUE(tuned_no_turns(p, 128, 128));
   for (int d : {64, 96, 256}) {
     p.head_dim = d;
-    EXPECT_FALSE(tuned_no_turns(p, 128, d == 256 ? 80 : 128, 1)) << d;
+    EXPECT_FALSE(tuned_no_turns(p, 128, d == 256 ? 80 : 128)) << d;
   }
   EXPECT_TRUE(has_no_turns_kernel(128, 128, 128));
   EXPECT_FALSE(has_no_turns_kernel(128, 64, 128));

@@ -3,7 +3,7 @@
 Head dim 256's unmasked 2k-key cell (bf16, batch 8, 8 heads) times at
 393-398 us in some processes and 410-425 us in others, in every build
 (bench/results/2026-11-27b-h100/ab3-lean-2k-*; docs/kernels.md, "Next
-experiments" 1). Within one process the mode holds. This probe, in ONE
+experiments"). This probe, in ONE
 process, allocates the inputs again at PLACEMENTS different addresses (a pad
 of a random number of 2 MiB pages before each set, every set kept alive)
 and times flashcore and cuDNN on each placement, interleaved, events around
@@ -15,13 +15,17 @@ the machine state (clocks, which SMs the clusters get).
   python mode_probe.py [B,H,S,D[,causal]] [PLACEMENTS] [TRIALS]
 
 Prints one line a placement: the 2 MiB page offsets of Q, K and V, flashcore
-and cuDNN medians (us) and the output fingerprint (must not change), then
-the placements sorted by flashcore's time.
+and cuDNN medians (us; each the median of its two measurements, shown in
+brackets) and the wall-clock start of each measurement (to line up with an
+nvidia-smi clock log), then the output fingerprints (must be one) and the
+placements sorted by flashcore's time. 2026-11-27c: the mode follows the
+clock state, not the addresses (docs/kernels.md, "Next experiments").
 """
 import hashlib
 import random
 import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -66,15 +70,20 @@ def main():
         torch.cuda.synchronize()
         bits.add(hashlib.sha1(o.float().cpu().numpy().tobytes()).hexdigest()[:12])
         # Interleaved, twice each, so a clock drift hits both.
-        t_fc, t_dnn = [], []
+        # The wall-clock start of each measurement, to line up with a clock
+        # and power log (nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw -lms 20).
+        t_fc, t_dnn, starts = [], [], []
         for _ in range(2):
+            starts.append(time.time())
             t_fc.append(median_us(fc, trials))
+            starts.append(time.time())
             t_dnn.append(median_us(cudnn, trials))
         pages = "/".join(str((x.data_ptr() // PAGE) % 4096) for x in (q, k, v))
         row = (statistics.median(t_fc), statistics.median(t_dnn), p, pages, t_fc, t_dnn)
         rows.append(row)
         print(f"placement {p:2d} pages(q/k/v mod 4096) {pages:>16}  flashcore {row[0]:8.1f} "
-              f"({t_fc[0]:.1f}/{t_fc[1]:.1f})  cudnn {row[1]:8.1f} ({t_dnn[0]:.1f}/{t_dnn[1]:.1f})", flush=True)
+              f"({t_fc[0]:.1f}/{t_fc[1]:.1f})  cudnn {row[1]:8.1f} ({t_dnn[0]:.1f}/{t_dnn[1]:.1f})  starts "
+              + " ".join(f"{t:.3f}" for t in starts), flush=True)
     print(f"output bits: {len(bits)} distinct fingerprint(s) over {placements} placements")
     print("sorted by flashcore: " + " ".join(f"{r[0]:.1f}(p{r[2]})" for r in sorted(rows)))
     print("sorted by cudnn:     " + " ".join(f"{r[1]:.1f}(p{r[2]})" for r in sorted(rows, key=lambda r: r[1])))
