@@ -214,8 +214,8 @@ inline int tuned_cluster(const Problem& p, int block_m, int block_n) {
 //    faster at 1k, 2.7% at 2k, 2.9% at 4k, 1.0% at 8k, 3.4% at 16k.
 //  - bench/results/2026-11-27c-h100/ab1-d128-c2-no-turns-table.txt (the
 //    multicast twin, which runs the unmasked calls, against its turns in the
-//    same build, three rounds): 1k level (+0.5%), 2k 2.4% faster, 4k 2.6%,
-//    8k 2.1%, 16k 2.3%.
+//    same build, three rounds, medians): 1k 0.7% slower (within the
+//    rounds' spread), 2k 3.1% faster, 4k 2.5%, 8k 2.2%, 16k 2.3%.
 // The bits are those of the kernel with turns, so the choice may follow any
 // shape.
 constexpr bool has_no_turns_kernel(int head_dim, int block_m, int block_n) {

@@ -35,6 +35,7 @@ def test_tile_phases_of_short_tiles(tmp_path):
                          check=True, capture_output=True, text=True).stdout
     # Three loop iterations a tile: none is a middle one (first, last two left out).
     assert "1 CTAs x 2 warpgroups, 0 iterations" in out
+    assert "no key-loop iteration counted" in out
     assert "tiles: 3, key blocks a tile median 4" in out
     med = {line.split(" median ")[0].strip(): int(line.split(" median ")[1].split()[0])
            for line in out.splitlines() if " median " in line and "cycles" in line}

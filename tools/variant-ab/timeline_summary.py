@@ -122,6 +122,10 @@ def main():
             print_phase(name, per_phase[name])
     if periods:
         print_phase("iteration (loop top to top)", periods, spread=False)
+    else:
+        # Not a lost stamp: short tiles have no middle iterations.
+        print("  (no key-loop iteration counted: only those neither the first nor the last two of "
+              "their tile are, so tiles of 4 key blocks or fewer have none)")
     # Softmax of two warpgroups of one CTA overlapping in time.
     both, total = 0, 0
     for c, by_wg in softmax_spans.items():
