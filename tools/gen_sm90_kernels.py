@@ -53,15 +53,14 @@ CLUSTER_TILES = (
     (256, 128, 64, 2),
     (256, 128, 80, 2),
 )
-# The plain one-CTA tiles also compiled with two consumer warpgroups that
-# issue without ping-pong turns (kernel_traits.h kNoTurns_): dispatch takes
-# them for calls of 1k keys and up (tuning_table.h tuned_no_turns, which
-# lists the same tiles). Not the multicast twins: those run unmasked calls,
-# where it gained only at 4k and 16k (1.6-1.8%), and CI builds on 2 cores.
+# Tiles also compiled with two consumer warpgroups that issue without
+# ping-pong turns (kernel_traits.h kNoTurns_), one CTA and K/V multicast:
+# dispatch takes them for calls of 1k keys and up (tuning_table.h
+# tuned_no_turns, which lists the same tiles; the multicast twins since
+# 2026-11-27c: 2.2-3.1% faster from 2k keys on unmasked calls).
 NO_TURNS_TILES = (
     (128, 128, 128, 2),
 )
-# The K/V-multicast twins without turns too (2026-11-27c: 2-4% faster from 2k keys).
 CLUSTER_NO_TURNS_TILES = NO_TURNS_TILES
 # (dtype, head_dim, block_m, block_n, stages, serving, cluster_m, fold, no_turns)
 KERNELS = [
@@ -76,6 +75,7 @@ KERNELS = [
     for (d, bm, bn, st) in tiles
 ]
 assert set(NO_TURNS_TILES) <= set(PLAIN_TILES), "a tile without turns has a twin with them"
+assert set(CLUSTER_NO_TURNS_TILES) <= set(CLUSTER_TILES), "a multicast tile without turns has a twin with them"
 for _tiles in (PLAIN_TILES, CLUSTER_TILES, NO_TURNS_TILES, SERVING_TILES, FOLD_TILES):
     assert len({t[:3] for t in _tiles}) == len(_tiles), "one stage count a tile: dispatch does not pick stages"
 
