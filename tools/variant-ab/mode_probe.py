@@ -79,7 +79,7 @@ def main():
             starts.append(time.time())
             t_dnn.append(median_us(cudnn, trials))
         pages = "/".join(str((x.data_ptr() // PAGE) % 4096) for x in (q, k, v))
-        row = (statistics.median(t_fc), statistics.median(t_dnn), p, pages, t_fc, t_dnn)
+        row = (statistics.median(t_fc), statistics.median(t_dnn), p)
         rows.append(row)
         print(f"placement {p:2d} pages(q/k/v mod 4096) {pages:>16}  flashcore {row[0]:8.1f} "
               f"({t_fc[0]:.1f}/{t_fc[1]:.1f})  cudnn {row[1]:8.1f} ({t_dnn[0]:.1f}/{t_dnn[1]:.1f})  starts "

@@ -57,14 +57,14 @@ def split_tiles(seq):
     return tiles
 
 
-def tile_summary(seqs):
-    """Median cycles of each tile phase over all tiles, and of the gap from a
-    tile's epilogue to the next tile's start. Phases whose stamps a tile
-    lacks (a one-block tile has no loop) are left out for that tile."""
+def tile_summary(tiled):
+    """Median cycles of each tile phase over all tiles (each warpgroup's
+    stamps cut by split_tiles), and of the gap from a tile's epilogue to the
+    next tile's start. Phases whose stamps a tile lacks (a one-block tile
+    has no loop) are left out for that tile."""
     per = {name: [] for name, _, _ in TILE_PHASES}
     gaps, blocks = [], []
-    for seq in seqs:
-        tiles = split_tiles(seq)
+    for tiles in tiled:
         for i, tile in enumerate(tiles):
             first = {}
             for t, code in tile:
@@ -93,14 +93,14 @@ def main():
     ctas, wgs, events = struct.unpack_from("3i", data)
     stamps = struct.unpack_from(f"{ctas * wgs * events}Q", data, 12)
     per_phase = {name: [] for name, _, _ in PHASES}
-    periods, softmax_spans, seqs = [], {}, []
+    periods, softmax_spans, tiled = [], {}, []
     for c in range(ctas):
         for w in range(wgs):
             seq = [(s >> 4, s & 15) for s in stamps[(c * wgs + w) * events:(c * wgs + w + 1) * events] if s]
-            seqs.append(seq)
+            tiled.append(split_tiles(seq))
             # Each tile's stamps between its start (7) and its last P·V (8);
             # the middle iterations of its key loop.
-            for tile in split_tiles(seq):
+            for tile in tiled[-1]:
                 codes = [code for _, code in tile]
                 if 8 not in codes:
                     continue
@@ -138,7 +138,7 @@ def main():
                 both += max(0, min(e0, e1) - max(s0, s1))
     if total:
         print(f"  warpgroup 0's softmax time that warpgroup 1 also spent in its softmax: {100 * both / total:.1f}%")
-    tile_summary(seqs)
+    tile_summary(tiled)
 
 
 if __name__ == "__main__":
