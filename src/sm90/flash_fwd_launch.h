@@ -199,6 +199,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
     return Status(StatusCode::kNotSupported, "problem has more than 2^31 query tiles");
   }
   params.num_tiles = int32_t(tiles);
+  params.divisors = make_tile_divisors(int32_t(units), params.heads_q, params.group);
 
   auto kernel = flash_fwd_kernel<Traits>;
   int const smem = Traits::kSmemBytes;

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "sm90/seq_info.h"
+#include "sm90/tile_decode.h"
 
 namespace flashcore::sm90 {
 
@@ -54,6 +55,9 @@ struct KernelParams {
 
   int32_t num_units = 0;  // tile units per (head, batch): max(query blocks, split chunks)
   int32_t num_tiles = 0;
+  // The divisors of a tile's decode and of the K/V head (mainloop_load.h),
+  // prepared on the host (tile_decode.h).
+  TileDivisors divisors{};
   bool paired_tiles = false;  // causal-like masks: tiles dealt in cost-balanced pairs
   bool trigger_dependents_early = false;  // PDL: let the next kernel launch at once (launch_attrs.h)
 };

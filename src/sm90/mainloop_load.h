@@ -161,7 +161,7 @@ struct MainloopLoad {
     for (int tile = scheduler.tile_at(iter); scheduler.valid(tile); tile = scheduler.tile_at(++iter)) {
       auto const [t, si, w] = tile_info<Traits>(scheduler, seq, tile);
       if (!w.active) continue;
-      int head_kv = t.head / params.group;
+      int head_kv = params.divisors.group.div(t.head);
       Tensor gK = local_tile(domain_offset(make_coord(si.k_offset, _0{}), mK(_, _, head_kv, varlen_k ? 0 : t.batch)),
                              select<1, 2>(typename Traits::TileShapeQK{}), make_coord(_, _0{}));  // (N, D, n_blocks)
       Tensor gVt = local_tile(domain_offset(make_coord(_0{}, si.k_offset), mVt(_, _, head_kv, varlen_k ? 0 : t.batch)),
@@ -175,7 +175,7 @@ struct MainloopLoad {
       // unless the pair's odd tile is a head's first query block (tiles are
       // numbered query block fastest). Then each CTA fills its own ring alone.
       bool const shared_kv =
-          Traits::kClusterM > 1 && (!Traits::kPairsMayStraddle || (tile | 1) % params.num_units != 0);
+          Traits::kClusterM > 1 && (!Traits::kPairsMayStraddle || params.divisors.units.rem(tile | 1) != 0);
       uint16_t const mask = shared_kv ? Traits::kMulticastMask : uint16_t(1u << cta_rank);
 
       if constexpr (!Traits::kQWarp) {

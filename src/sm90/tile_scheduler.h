@@ -29,12 +29,9 @@
 #pragma once
 
 #include "sm90/seq_info.h"
+#include "sm90/tile_decode.h"
 
 namespace flashcore::sm90 {
-
-struct TileCoord {
-  int unit, head, batch;
-};
 
 template <class Params>
 struct StaticTileScheduler {
@@ -54,24 +51,8 @@ struct StaticTileScheduler {
   CUTE_DEVICE bool valid(int tile) const { return tile < params.num_tiles; }
 
   CUTE_DEVICE TileCoord decode(int tile) const {
-    int m_block, bh;
-    if (Params::kClusterM == 1 && params.paired_tiles) {
-      int const num_m = params.num_units, pairs = num_m >> 1;
-      int const paired = 2 * pairs * params.heads_q * params.batch;
-      if (tile < paired) {
-        int j = tile >> 1;
-        bh = j / pairs;
-        int i = j % pairs;
-        m_block = (tile & 1) ? i : num_m - 1 - i;
-      } else {  // the middle query block of each head (odd num_m)
-        bh = tile - paired;
-        m_block = pairs;
-      }
-    } else {
-      m_block = tile % params.num_units;
-      bh = tile / params.num_units;
-    }
-    return {m_block, bh % params.heads_q, bh / params.heads_q};
+    return decode_tile(tile, Params::kClusterM == 1 && params.paired_tiles, params.num_units, params.heads_q,
+                       params.batch, params.divisors);
   }
 };
 

@@ -1,0 +1,117 @@
+// The sm90 tile decode (src/sm90/tile_decode.h) divides by host-prepared
+// cutlass::FastDivmod divisors. Compiled for the host it is checked here
+// without a GPU: on every tile of small problems it must be a bijection onto
+// (unit, head, batch) in the scheduler's order (tile_scheduler.h), and up to
+// 2^31 tiles (the launcher's limit) it must agree with plain division.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <set>
+#include <tuple>
+
+#include "sm90/tile_decode.h"
+
+namespace {
+
+using flashcore::sm90::decode_tile;
+using flashcore::sm90::make_tile_divisors;
+using flashcore::sm90::TileCoord;
+
+// The decode written with / and %, in int64.
+TileCoord by_division(int64_t tile, bool paired, int64_t units, int64_t heads, int64_t batch) {
+  int64_t unit, bh;
+  int64_t const pairs = units / 2, paired_tiles = 2 * pairs * heads * batch;
+  if (paired && tile < paired_tiles) {
+    int64_t const j = tile / 2, i = j % pairs;
+    bh = j / pairs;
+    unit = tile % 2 ? i : units - 1 - i;
+  } else if (paired) {
+    bh = tile - paired_tiles;
+    unit = pairs;
+  } else {
+    unit = tile % units;
+    bh = tile / units;
+  }
+  return {int(unit), int(bh % heads), int(bh / heads)};
+}
+
+void expect_same(TileCoord a, TileCoord b, int64_t tile) {
+  EXPECT_EQ(a.unit, b.unit) << "tile " << tile;
+  EXPECT_EQ(a.head, b.head) << "tile " << tile;
+  EXPECT_EQ(a.batch, b.batch) << "tile " << tile;
+}
+
+TEST(TileDecode, EveryTileOfSmallProblemsOnceInOrder) {
+  for (bool paired : {false, true}) {
+    for (int units = 1; units <= 9; ++units) {
+      for (int heads = 1; heads <= 5; ++heads) {
+        for (int batch = 1; batch <= 3; ++batch) {
+          auto const d = make_tile_divisors(units, heads, 1);
+          int const tiles = units * heads * batch;
+          std::set<std::tuple<int, int, int>> seen;
+          for (int tile = 0; tile < tiles; ++tile) {
+            TileCoord const t = decode_tile(tile, paired, units, heads, batch, d);
+            ASSERT_TRUE(t.unit >= 0 && t.unit < units && t.head >= 0 && t.head < heads && t.batch >= 0 &&
+                        t.batch < batch)
+                << "tile " << tile << " of " << units << "x" << heads << "x" << batch;
+            seen.insert({t.unit, t.head, t.batch});
+            expect_same(t, by_division(tile, paired, units, heads, batch), tile);
+            if (!paired) {
+              // Units fastest, then heads: consecutive tiles share a (batch, head).
+              EXPECT_EQ(tile, (t.batch * heads + t.head) * units + t.unit);
+            } else if (tile % 2 == 1 && tile < 2 * (units / 2) * heads * batch) {
+              // A pair's two query blocks cost the same together: i and units - 1 - i.
+              TileCoord const even = decode_tile(tile - 1, paired, units, heads, batch, d);
+              EXPECT_EQ(even.unit + t.unit, units - 1);
+              EXPECT_EQ(even.head, t.head);
+              EXPECT_EQ(even.batch, t.batch);
+            }
+          }
+          EXPECT_EQ(int(seen.size()), tiles) << units << "x" << heads << "x" << batch;
+        }
+      }
+    }
+  }
+}
+
+// Tile counts up to the launcher's 2^31 - 1 with divisors that are not
+// powers of two, near powers of two and large: the range where a fixed-point
+// reciprocal would first round wrong.
+TEST(TileDecode, AgreesWithDivisionUpTo2To31Tiles) {
+  std::mt19937_64 rng(20261127);
+  struct Shape {
+    int units, heads;
+  };
+  Shape const shapes[] = {{1, 1},     {2, 3},        {3, 7},     {127, 129},     {128, 64},      {1000, 17},
+                          {4097, 33}, {65535, 257}, {65537, 1}, {(1 << 20) + 1, 3}, {(1 << 30) - 1, 1}, {46341, 46340}};
+  int64_t const max_tiles = (int64_t(1) << 31) - 1;
+  for (Shape s : shapes) {
+    int64_t const per_batch = int64_t(s.units) * s.heads;
+    int const batch = int(max_tiles / per_batch);
+    ASSERT_GE(batch, 1);
+    int64_t const tiles = per_batch * batch;
+    auto const d = make_tile_divisors(s.units, s.heads, 1);
+    std::uniform_int_distribution<int64_t> pick(0, tiles - 1);
+    for (bool paired : {false, true}) {
+      for (int k = 0; k < 20000; ++k) {
+        int64_t const tile = k < 64 ? tiles - 1 - k : (k < 128 ? k - 64 : pick(rng));
+        expect_same(decode_tile(int(tile), paired, s.units, s.heads, batch, d),
+                    by_division(tile, paired, s.units, s.heads, batch), tile);
+        // The K/V-multicast straddle test (mainloop_load.h): (tile | 1) % units.
+        ASSERT_EQ(d.units.rem(int(tile | 1)), int((tile | 1) % s.units)) << "tile " << tile;
+      }
+    }
+  }
+}
+
+TEST(TileDecode, KvHeadOfEveryGqaGroup) {
+  for (int group : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 31, 32, 64, 127, 128}) {
+    auto const d = make_tile_divisors(1, 1, group);
+    for (int head = 0; head < 4096; ++head) {
+      ASSERT_EQ(d.group.div(head), head / group) << "head " << head << " group " << group;
+    }
+  }
+}
+
+}  // namespace
