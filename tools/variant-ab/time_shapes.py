@@ -125,6 +125,9 @@ def table(path):
                 rows.setdefault(tag, {}).setdefault(parts[0], []).append(float(val.split("/")[0]))
                 if "#" in val:
                     bits.setdefault(tag, {}).setdefault(val.split("#")[1], []).append(parts[0])
+    if not variants:
+        print(f"no timed rows in {path}")
+        return
     # Columns as wide as their widest cell (four rounds overran a fixed
     # width), then each variant's median over rounds against the first's.
     cells = {tag: ["/".join(f"{x:.1f}" for x in d[v]) if v in d else "-" for v in variants]
@@ -133,10 +136,15 @@ def table(path):
     print("flashcore us per call (one value per round), then medians over rounds (vs " + variants[0] + ")")
     print("shape".ljust(20) + "".join(v.rjust(width) for v in variants) + "".join(v.rjust(18) for v in variants))
     for tag, d in rows.items():
-        med = {v: statistics.median(d[v]) for v in variants if v in d}
-        base = med.get(variants[0])
-        meds = [(f"{med[v]:.1f}" + (f" ({med[v] / base - 1:+.1%})" if base and v != variants[0] else "")
-                 if v in med else "-") for v in variants]
+        base = statistics.median(d[variants[0]]) if variants[0] in d else None
+
+        def median_cell(v):
+            if v not in d:
+                return "-"
+            m = statistics.median(d[v])
+            return f"{m:.1f}" + (f" ({m / base - 1:+.1%})" if base and v != variants[0] else "")
+
+        meds = [median_cell(v) for v in variants]
         print(tag.ljust(20) + "".join(c.rjust(width) for c in cells[tag]) + "".join(m.rjust(18) for m in meds))
     differ = {tag: fps for tag, fps in bits.items() if len(fps) > 1}
     print(f"output bits: {len(bits) - len(differ)} of {len(bits)} shapes identical across variants and rounds")
