@@ -116,6 +116,10 @@ struct KernelTraits {
   using TiledMmaQK = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
       AtomLayoutMma{}));
+  // kHalfFirstQK (mainloop_mma.h): Q·Kᵀ over the first half of a key block.
+  using TiledMmaQKHalf = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN / 2>, Int<kHeadDim>>>(),
+      AtomLayoutMma{}));
   // O += P·V: P from registers (K-major), V read as Vᵀ (head_dim-contiguous = MN-major).
   using TiledMmaPV = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>,
@@ -222,6 +226,20 @@ struct KernelTraits {
 #endif
   static constexpr bool kIssueAhead =
       FLASHCORE_ISSUE_AHEAD && !kServing && kHeadDim == 64 && kBlockM == 128 && kQStages == 2;
+  // mainloop_mma.h kHalfFirstQK: the warpgroup of a causal tile's first 64
+  // rows computes its diagonal block's Q·Kᵀ over 64 keys instead of 128.
+  // Head dim 128's one-CTA 128-row tiles with turns only (the causal calls
+  // below 1k keys); in the kNoTurns_ kernel ptxas serialized the WGMMAs with
+  // it (C7511). Same-run A/Bs on an H100, bf16 B32 H16 S512 causal, output
+  // bits identical: 1.1% faster in medians of three rounds
+  // (bench/results/2026-11-27e-h100/ab1-*), 0.4% in four rounds, every round
+  // faster (ab2-*); the unmasked and 1k controls within 0.3%.
+  // FLASHCORE_HALF_FIRST_QK=0 builds without it (same bits: the A/B baseline).
+#ifndef FLASHCORE_HALF_FIRST_QK
+#define FLASHCORE_HALF_FIRST_QK 1
+#endif
+  static constexpr bool kHalfFirstQK = FLASHCORE_HALF_FIRST_QK && !kServing && kHeadDim == 128 && kBlockM == 128 &&
+                                       kBlockN == 128 && kClusterM == 1 && kPingPong && !kIssueAhead;
   // Who loads Q. With one Q buffer (head dim 256), a tile's Q waits until
   // the tile before is done with the buffer: its O store where O goes through
   // Q (80 keys), its last Q·Kᵀ (64 keys, kHalfO). Loaded by the thread that

@@ -79,6 +79,19 @@ struct MainloopMma {
   // bench/results/2026-11-26g-h100/ab2-d256-rit-medians.txt).
   static constexpr bool kRescaleInTurn = kNumWG != 2;
 
+  // A warpgroup whose rows all end in the first half of the tile's first
+  // visited key block (Traits::kHalfFirstQK): on a causal mask with
+  // 128-row tiles and 128-key blocks, the warpgroup of a tile's first 64
+  // rows on its diagonal block. Its Q·Kᵀ there covers only the block's
+  // first half (64 keys: the first half of the accumulator's registers, a
+  // 64 x 64 WGMMA on the first 64 rows of the K stage), and the second half
+  // is set to -inf, which the mask would write there anyway: the same bits,
+  // half of that product's work, and a shorter lone first Q·Kᵀ. The P·V
+  // stays whole (its second half multiplies zeros). Each path waits for its
+  // product before the join (C7515 otherwise); the -inf comes after it (set
+  // inside the half path, it made ptxas serialize the WGMMAs: C7511).
+  static constexpr bool kHalfFirstQK = Traits::kHalfFirstQK;
+
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
   static constexpr int kRows = 2;
   using Softmax = OnlineSoftmax<kRows, Traits::kPinnedSoftmax>;  // kernel_traits.h
@@ -241,13 +254,47 @@ struct MainloopMma {
 
     // First (last-in-sequence) key block: S, mask, softmax.
     int n = n_max - 1;
-    if constexpr (!Traits::kIssueAhead) {
+    bool half = false;
+    if constexpr (kHalfFirstQK) {
+      // Whether this warpgroup's last row sees no key of the block's second
+      // half (a padding row past seqlen_q counts as the last real one).
+      int const row_last = min(m_block * kBlockM + (wg + 1) * 64, mask.seqlen_q) - 1;
+      half = mask.last_key(row_last) < n * kBlockN + kBlockN / 2;
+      pipeline_k.consumer_wait(read_state);
+      turn_begin();
+      if (half) {
+        typename Traits::TiledMmaQKHalf tiled_mma_half;
+        auto thr_half = tiled_mma_half.get_thread_slice(mma_thread);
+        Tensor sK_half = local_tile(sK, Shape<Int<kBlockN / 2>, Int<Traits::kHeadDim>, Int<Traits::kStages>>{},
+                                    make_coord(_0{}, _0{}, _0{}));
+        Tensor tSrQ_half = thr_half.partition_fragment_A(sQ);
+        Tensor tSrK_half = thr_half.partition_fragment_B(sK_half);
+        Tensor tSrS_half = make_tensor(
+            tSrS.data(), partition_fragment_C(tiled_mma_half, Shape<Int<kBlockM>, Int<kBlockN / 2>>{}).layout());
+        static_assert(decltype(size(tSrS_half))::value * 2 == decltype(size(tSrS))::value,
+                      "the half block's scores are the first half of the accumulator's registers");
+        wgmma_tile<true, -1>(tiled_mma_half, tSrQ_half, tSrK_half(_, _, _, read_state.index()), tSrS_half);
+        turn_end();
+        warpgroup_wait<0>();
+      } else {
+        wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
+        turn_end();
+        warpgroup_wait<0>();
+      }
+    } else if constexpr (!Traits::kIssueAhead) {
       pipeline_k.consumer_wait(read_state);
       turn_begin();
       wgmma_tile</*zero_init=*/true, /*wait=*/-1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
       turn_end();
     }
     warpgroup_wait<0>();
+    if constexpr (kHalfFirstQK) {
+      if (half) {  // the keys of the second half, masked for all of its rows
+        float const neg_inf = -cutlass::platform::numeric_limits<float>::infinity();
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = size(tSrS) / 2; i < size(tSrS); ++i) tSrS(i) = neg_inf;
+      }
+    }
     if constexpr (Traits::kIssueAhead) {
       warpgroup_fence_operand(tSrS);
       clear(tOrO);
