@@ -107,8 +107,8 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 //      128 tiles of 128). test_tuning_table.cpp replays that run. Re-checked
 //      after the 128-row kernel learned to issue ahead
 //      (bench/results/2026-11-27e-h100/ab4-d64-m128-m192-table.txt, bf16,
-//      medians of three rounds): 192 rows 4% faster at B32 S512 and 17% at
-//      B8 S2048 without a mask, 2.6% causal at 2k and 5% at 4k.
+//      medians of three rounds): 192 rows take 4% less time at B32 S512 and
+//      17% at B8 S2048 without a mask, 2.5% causal at 2k and 4.7% at 4k.
 //    - causal: faster from 2048 tokens (5%, 5%, 2%, 7% at 2k/4k/8k/16k),
 //      slower at 512 and 1024 (5%, 16%), all measured with >= 2752 tiles.
 //      Picked from 2048 query rows while there are >= 8 tiles per SM; fewer
