@@ -260,32 +260,31 @@ struct MainloopMma {
       // half (a padding row past seqlen_q counts as the last real one).
       int const row_last = min(m_block * kBlockM + (wg + 1) * 64, mask.seqlen_q) - 1;
       half = mask.last_key(row_last) < n * kBlockN + kBlockN / 2;
+    }
+    if constexpr (!Traits::kIssueAhead) {
       pipeline_k.consumer_wait(read_state);
       turn_begin();
-      if (half) {
-        typename Traits::TiledMmaQKHalf tiled_mma_half;
-        auto thr_half = tiled_mma_half.get_thread_slice(mma_thread);
-        Tensor sK_half = local_tile(sK, Shape<Int<kBlockN / 2>, Int<Traits::kHeadDim>, Int<Traits::kStages>>{},
-                                    make_coord(_0{}, _0{}, _0{}));
-        Tensor tSrQ_half = thr_half.partition_fragment_A(sQ);
-        Tensor tSrK_half = thr_half.partition_fragment_B(sK_half);
-        Tensor tSrS_half = make_tensor(
-            tSrS.data(), partition_fragment_C(tiled_mma_half, Shape<Int<kBlockM>, Int<kBlockN / 2>>{}).layout());
-        static_assert(decltype(size(tSrS_half))::value * 2 == decltype(size(tSrS))::value,
-                      "the half block's scores are the first half of the accumulator's registers");
-        wgmma_tile<true, -1>(tiled_mma_half, tSrQ_half, tSrK_half(_, _, _, read_state.index()), tSrS_half);
-        turn_end();
-        warpgroup_wait<0>();
+      if (half) {  // kHalfFirstQK kernels only
+        if constexpr (kHalfFirstQK) {
+          typename Traits::TiledMmaQKHalf tiled_mma_half;
+          auto thr_half = tiled_mma_half.get_thread_slice(mma_thread);
+          Tensor sK_half = local_tile(sK, Shape<Int<kBlockN / 2>, Int<Traits::kHeadDim>, Int<Traits::kStages>>{},
+                                      make_coord(_0{}, _0{}, _0{}));
+          Tensor tSrQ_half = thr_half.partition_fragment_A(sQ);
+          Tensor tSrK_half = thr_half.partition_fragment_B(sK_half);
+          Tensor tSrS_half = make_tensor(
+              tSrS.data(), partition_fragment_C(tiled_mma_half, Shape<Int<kBlockM>, Int<kBlockN / 2>>{}).layout());
+          static_assert(decltype(size(tSrS_half))::value * 2 == decltype(size(tSrS))::value,
+                        "the half block's scores are the first half of the accumulator's registers");
+          wgmma_tile<true, -1>(tiled_mma_half, tSrQ_half, tSrK_half(_, _, _, read_state.index()), tSrS_half);
+          turn_end();
+          warpgroup_wait<0>();
+        }
       } else {
-        wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
+        wgmma_tile</*zero_init=*/true, /*wait=*/-1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
         turn_end();
-        warpgroup_wait<0>();
+        if constexpr (kHalfFirstQK) warpgroup_wait<0>();  // each path waits before the join
       }
-    } else if constexpr (!Traits::kIssueAhead) {
-      pipeline_k.consumer_wait(read_state);
-      turn_begin();
-      wgmma_tile</*zero_init=*/true, /*wait=*/-1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, read_state.index()), tSrS);
-      turn_end();
     }
     warpgroup_wait<0>();
     if constexpr (kHalfFirstQK) {
