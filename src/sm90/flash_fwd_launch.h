@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <mutex>
+#include <vector>
 
 #include "common/problem.h"
 #include "flashcore/attention.h"
@@ -18,6 +19,7 @@
 #include "sm90/launch_attrs.h"
 #include "sm90/recent_cache.h"
 #include "sm90/splitkv_plan.h"
+#include "sm90/tail_plan.h"
 #include "sm90/tuning_table.h"
 
 namespace flashcore::sm90 {
@@ -73,6 +75,28 @@ TmaSet<Traits> make_tma_set(const TmaKey& key) {
                         Int<Traits::kClusterM>{}),
           make_tma_copy(SM90_TMA_STORE{}, tma_rows_tensor<Element>(key.o), typename Traits::SmemLayoutO{},
                         Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{}, _1{})};
+}
+
+// tail_plan.h: a paired call's plan, built once per shape. A tile's cost
+// depends only on its query block (paired calls have uniform lengths).
+struct TailKey {
+  int32_t tiles, grid, units, heads, batch, seqlen_q, seqlen_k, window_left, window_right;
+};
+
+template <class Traits>
+TailPlan tail_plan_for(KernelParams<Traits> const& params, int grid) {
+  static RecentCache<TailKey, TailPlan, 8> cache;
+  TailKey const key{params.num_tiles, grid, params.num_units, params.heads_q, params.batch,
+                    params.seq.seqlen_q, params.seq.seqlen_k, params.seq.window_left, params.seq.window_right};
+  return cache.get(key, [&] {
+    std::vector<int> const unit_cost = query_block_costs<Traits::kBlockM, Traits::kBlockN>(
+        params.num_units, params.seq.seqlen_q, params.seq.seqlen_k, params.seq.window_left,
+        params.seq.window_right, Traits::kIssueAhead);
+    return make_tail_plan(params.num_tiles, grid, [&](int t) {
+      TileCoord const c = decode_tile(t, true, params.num_units, params.heads_q, params.batch, params.divisors);
+      return unit_cost[size_t(c.unit)];
+    });
+  });
 }
 
 template <class Traits>
@@ -238,6 +262,9 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   // Tiles of differing cost are dealt in balanced pairs (tile_scheduler.h)
   // once some CTA gets two (tuning_table.h).
   params.paired_tiles = costs_vary_by_tile(p) && pair_tiles(tiles, sms);
+  if constexpr (Traits::kTailPlan) {
+    if (params.paired_tiles) params.tail = tail_plan_for<Traits>(params, grid);
+  }
   // A programmatic dependent of the previous kernel in the stream
   // (launch_attrs.h): its launch and prologue overlap that kernel's tail.
   // Not before the split-KV combine, which is faster launched as the

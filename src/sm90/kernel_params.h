@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "sm90/seq_info.h"
+#include "sm90/tail_plan.h"
 #include "sm90/tile_decode.h"
 
 namespace flashcore::sm90 {
@@ -13,6 +15,7 @@ template <class Traits>
 struct KernelParams {
   using Element = typename Traits::Element;
   static constexpr int kClusterM = Traits::kClusterM;  // CTAs that share K/V loads (tile_scheduler.h)
+  static constexpr bool kTailPlan = Traits::kTailPlan;  // tail_plan.h
   typename Traits::TMA_Q tma_q;
   typename Traits::TMA_K tma_k;
   typename Traits::TMA_V tma_v;
@@ -60,6 +63,10 @@ struct KernelParams {
   TileDivisors divisors{};
   bool paired_tiles = false;  // causal-like masks: tiles dealt in cost-balanced pairs
   bool trigger_dependents_early = false;  // PDL: let the next kernel launch at once (launch_attrs.h)
+  // The last rounds of paired tiles, tile by tile (kernels with kTailPlan
+  // only; last, so that no other member moves).
+  struct NoTailPlan {};
+  std::conditional_t<kTailPlan, TailPlan, NoTailPlan> tail{};
 };
 
 }  // namespace flashcore::sm90

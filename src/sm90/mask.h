@@ -13,7 +13,7 @@ template <int kBlockM, int kBlockN>
 struct BlockMask {
   int seqlen_q, seqlen_k, window_left, window_right;
 
-  CUTE_DEVICE int diag() const { return seqlen_k - seqlen_q; }
+  CUTE_HOST_DEVICE int diag() const { return seqlen_k - seqlen_q; }
 
   // The last key row `row` may see: the direct form's bound. Exact for
   // every row < seqlen_q. For a tile's padding rows (past seqlen_q, never
@@ -26,7 +26,7 @@ struct BlockMask {
   // Key blocks [n_min, n_max) that hold at least one allowed key for some
   // row of query block m_block. Empty (n_max <= n_min) when every row is
   // fully masked.
-  CUTE_DEVICE void n_block_range(int m_block, int& n_min, int& n_max) const {
+  CUTE_HOST_DEVICE void n_block_range(int m_block, int& n_min, int& n_max) const {
     int row_first = m_block * kBlockM;
     int row_last = min(row_first + kBlockM, seqlen_q) - 1;
     int lo = max(row_first + diag() - window_left, 0);

@@ -23,6 +23,10 @@
 // (k*G + c)*2 + rank, so both walk the same number of key blocks in step
 // (tile_at below), usually of one head (mainloop_load.h).
 //
+// Kernels with kernel_traits.h kTailPlan (head dim 64's 192-row kernel):
+// the last two rounds of pairs are dealt tile by tile from a host-built plan
+// (tail_plan.h).
+//
 // The assignment depends only on the shape, never on timing or data; a tile's
 // result does not depend on which CTA computes it: results are bitwise
 // reproducible and batch-invariant.
@@ -37,8 +41,9 @@ template <class Params>
 struct StaticTileScheduler {
   Params const& params;
 
-  // The k-th tile of this CTA; >= num_tiles once the CTA is done (the
-  // sequence only grows, so the first invalid tile ends the loop).
+  // The k-th tile of this CTA; >= num_tiles once the CTA is done, and for
+  // every k after (so the first invalid tile ends the loop). The tiles grow
+  // with k, except in a tail plan's part (tail_plan.h: longest first).
   CUTE_DEVICE int tile_at(int k) const {
     // With clusters of (C, 1, 1) CTAs and a grid of G CTAs (a multiple of C),
     // CTA rank r of cluster c = b / C takes tile (k * G/C + c) * C + r, which
@@ -46,6 +51,7 @@ struct StaticTileScheduler {
     // paired tiles: left out of their (24-register) producer.
     int g = gridDim.x, b = blockIdx.x;
     if (Params::kClusterM > 1 || !params.paired_tiles) return k * g + b;
+    if constexpr (Params::kTailPlan) return paired_tile_at(k, b, g, params.tail, params.num_tiles);
     return 2 * ((k >> 1) * g + b) + (k & 1);
   }
   CUTE_DEVICE bool valid(int tile) const { return tile < params.num_tiles; }

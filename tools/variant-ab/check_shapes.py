@@ -56,6 +56,15 @@ def main():
         ("bf16", 1, 2, 2, 256, 20, False, None),
         ("fp16", 2, 2, 2, 512, 160, False, None),
     ]
+    if d == 64:
+        # Head dim 64's causal 192-row calls with enough tiles for a tail
+        # plan (tail_plan.h): an odd number of query blocks (11), more
+        # queries than keys, a window.
+        shapes += [
+            ("bf16", 2, 16, 16, 2049, 2049, True, None),
+            ("fp16", 2, 16, 8, 2300, 1900, True, None),
+            ("bf16", 2, 16, 16, 2048, 2048, False, (700, 0)),
+        ]
     # Variable-length batches (serving kernels, head dims up to 128):
     # (dtype, Hq, Hkv, query lengths, key lengths, causal, window)
     varlen = [

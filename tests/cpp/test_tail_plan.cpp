@@ -1,0 +1,176 @@
+// The tail plan of paired schedules (src/sm90/tail_plan.h), checked on the
+// host: every CTA's walk (paired_tile_at, as the kernel's tile scheduler
+// calls it) must visit each tile exactly once and end at the first invalid
+// tile, and where a plan is made its modeled finish must come before the
+// pairs'.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "sm90/tail_plan.h"
+
+namespace {
+
+using flashcore::sm90::kTileOverheadBlocks;
+using flashcore::sm90::make_tail_plan;
+using flashcore::sm90::paired_tile_at;
+using flashcore::sm90::TailPlan;
+
+// Paired causal tiles (tile_decode.h's order): pair j of a head holds query
+// blocks units-1-i then i (i = j % pairs), the middle blocks after all
+// pairs; query block u costs u + 1 key blocks plus the tile overhead.
+struct Causal {
+  int units, heads;
+  int tiles() const { return units * heads; }
+  int cost(int t) const {
+    int const pairs = units / 2, paired = 2 * pairs * heads;
+    int const u = t < paired ? (t % 2 ? (t / 2) % pairs : units - 1 - (t / 2) % pairs) : pairs;
+    return u + 1 + kTileOverheadBlocks;
+  }
+};
+
+// Each CTA's tiles in order, and how many tiles its walks got wrong (visited
+// twice or never, or a walk that does not end); 0 for a right plan.
+struct Walks {
+  std::vector<std::vector<int>> tiles;
+  int wrong = 0;
+};
+Walks walks(TailPlan const& plan, int grid, int tiles) {
+  Walks w;
+  w.tiles.resize(grid);
+  std::vector<int> seen(tiles, 0);
+  for (int b = 0; b < grid; ++b) {
+    for (int k = 0;; ++k) {
+      if (k > tiles) {  // a walk longer than all tiles never ends
+        ++w.wrong;
+        break;
+      }
+      int const t = paired_tile_at(k, b, grid, plan, tiles);
+      if (t >= tiles) break;
+      if (t < 0) {
+        ++w.wrong;
+        break;
+      }
+      ++seen[t];
+      w.tiles[b].push_back(t);
+    }
+  }
+  for (int t = 0; t < tiles; ++t) w.wrong += seen[t] != 1;
+  return w;
+}
+
+template <class Cost>
+int64_t finish(Walks const& w, Cost const& cost) {
+  int64_t end = 0;
+  for (auto const& tiles : w.tiles) {
+    int64_t sum = 0;
+    for (int t : tiles) sum += cost(t);
+    end = std::max(end, sum);
+  }
+  return end;
+}
+
+TEST(TailPlan, EveryTileOnceAndNeverLaterThanPairs) {
+  TailPlan const none;
+  int planned = 0;
+  for (int grid : {1, 7, 66, 132, 144}) {
+    for (int units : {2, 3, 4, 8, 43, 128}) {
+      for (int heads : {1, 5, 16, 256, 1024}) {
+        Causal const c{units, heads};
+        auto const cost = [&](int t) { return c.cost(t); };
+        TailPlan const plan = make_tail_plan(c.tiles(), grid, cost);
+        Walks const with = walks(plan, grid, c.tiles()), pairs = walks(none, grid, c.tiles());
+        ASSERT_EQ(with.wrong, 0) << "grid " << grid << " units " << units << " heads " << heads;
+        ASSERT_EQ(pairs.wrong, 0);
+        if (plan.first_k != TailPlan::kNone) {
+          ++planned;
+          EXPECT_LT(finish(with, cost), finish(pairs, cost))
+              << "grid " << grid << " units " << units << " heads " << heads;
+        } else {
+          EXPECT_EQ(finish(with, cost), finish(pairs, cost));
+        }
+      }
+    }
+  }
+  EXPECT_GT(planned, 20);
+}
+
+// The largest tails: one pair short of a further round, on the widest grid
+// the plan holds, with an even and an odd tile count. The pairs dealt to the
+// first half of the CTAs cost 5 times the others', so that the plan pays.
+TEST(TailPlan, LargestTailsFit) {
+  TailPlan const none;
+  int const grid = TailPlan::kMaxCtas;
+  for (int rounds : {2, 3, 64}) {
+    for (int odd : {0, 1}) {
+      int const tiles = 2 * ((rounds + 1) * grid - 1) - odd;
+      auto const cost = [&](int t) { return (t / 2) % grid < grid / 2 ? 10 : 2; };
+      TailPlan const plan = make_tail_plan(tiles, grid, cost);
+      ASSERT_NE(plan.first_k, TailPlan::kNone) << "rounds " << rounds << " odd " << odd;
+      EXPECT_GT(tiles - plan.tail_begin, 4 * grid - 8);
+      EXPECT_LE(tiles - plan.tail_begin, TailPlan::kMaxTiles);
+      Walks const w = walks(plan, grid, tiles);
+      EXPECT_EQ(w.wrong, 0) << "rounds " << rounds << " odd " << odd;
+      EXPECT_LT(finish(w, cost), finish(walks(none, grid, tiles), cost));
+    }
+  }
+}
+
+// Head dim 128's causal 512-key cell (B32 H16: 4 query blocks a head, 1024
+// pairs on 132 SMs): in the model the last CTA finishes one key block
+// earlier than with pairs (71 against 72: a pair is 9, the work 69.8 a CTA).
+TEST(TailPlan, Causal512OnAnH100) {
+  Causal const c{4, 512};
+  auto const cost = [&](int t) { return c.cost(t); };
+  TailPlan const plan = make_tail_plan(c.tiles(), 132, cost);
+  ASSERT_NE(plan.first_k, TailPlan::kNone);
+  EXPECT_EQ(plan.first_k, 2 * (1024 / 132 - 1));
+  EXPECT_EQ(plan.tail_begin, 2 * (1024 / 132 - 1) * 132);
+  TailPlan const none;
+  EXPECT_EQ(finish(walks(none, 132, c.tiles()), cost), 72);
+  EXPECT_EQ(finish(walks(plan, 132, c.tiles()), cost), 71);
+}
+
+// The walk check catches a plan that lists a tile twice (and so misses one).
+TEST(TailPlan, AWalkThatRepeatsATileIsCaught) {
+  Causal const c{4, 512};
+  TailPlan plan = make_tail_plan(c.tiles(), 132, [&](int t) { return c.cost(t); });
+  ASSERT_NE(plan.first_k, TailPlan::kNone);
+  plan.tiles[1] = plan.tiles[0];
+  EXPECT_EQ(walks(plan, 132, c.tiles()).wrong, 2);
+}
+
+// Fewer than two rounds of pairs, more than kMaxRounds, or a grid wider than
+// the plan holds: no plan.
+TEST(TailPlan, NoPlanWhereItDoesNotApply) {
+  auto const cost = [](int t) { return t % 4 + 3; };
+  EXPECT_EQ(make_tail_plan(2 * 120, 132, cost).first_k, TailPlan::kNone);  // 120 pairs: no full round
+  EXPECT_EQ(make_tail_plan(2 * 200, 132, cost).first_k, TailPlan::kNone);  // 200 pairs: one round
+  EXPECT_NE(make_tail_plan(2 * 270, 132, cost).first_k, TailPlan::kNone);  // two rounds and 6 pairs
+  EXPECT_EQ(make_tail_plan(2 * 132 * (TailPlan::kMaxRounds + 1) + 2, 132, cost).first_k, TailPlan::kNone);
+  EXPECT_EQ(make_tail_plan(2 * 8000, TailPlan::kMaxCtas + 1, cost).first_k, TailPlan::kNone);
+}
+
+// The costs the launcher gives the plan (flash_fwd_launch.h tail_plan_for):
+// each query block's key blocks as the kernel walks them, plus the overhead.
+TEST(TailPlan, QueryBlockCosts) {
+  using flashcore::sm90::query_block_costs;
+  int const none = 1 << 30;  // no window (the launcher's clamp)
+  std::vector<int> const causal512 = {3, 4, 5, 6};
+  EXPECT_EQ((query_block_costs<128, 128>(4, 512, 512, none, 0, false)), causal512);
+  // Head dim 256's 80-key blocks: 2, 4, 5 and 7 blocks.
+  std::vector<int> const n80 = {4, 6, 7, 9};
+  EXPECT_EQ((query_block_costs<128, 80>(4, 512, 512, none, 0, false)), n80);
+  // A left window of 256 keys: at most 3 blocks.
+  std::vector<int> const window = {3, 4, 5, 5, 5, 5, 5, 5};
+  EXPECT_EQ((query_block_costs<128, 128>(8, 1024, 1024, 256, 0, false)), window);
+  // More queries than keys, bottom-right aligned: the first 200 rows see no
+  // key; the issue-ahead kernels still visit one (masked) block there.
+  std::vector<int> const masked = {2, 3, 3}, visited = {3, 3, 3};
+  EXPECT_EQ((query_block_costs<128, 128>(3, 300, 100, none, 0, false)), masked);
+  EXPECT_EQ((query_block_costs<128, 128>(3, 300, 100, none, 0, true)), visited);
+}
+
+}  // namespace
