@@ -19,6 +19,7 @@
 
 #include "flashcore/attention.h"
 #include "gpu_case.h"
+#include "tail_plan_cases.h"
 #include "sm90/kernel_registry.h"
 #include "sm90/tuning_table.h"
 
@@ -402,6 +403,60 @@ TEST(Sm90Forward, BatchInvariant) {
     std::vector<double> oa = ga.out->to_vector(), os = gs.out->to_vector();
     size_t per = size_t(4 * 777 * 64);
     for (size_t i = 0; i < per; ++i) ASSERT_EQ(std::memcmp(&oa[3 * per + i], &os[i], sizeof(double)), 0) << i;
+  }
+}
+
+// Head dim 64's 192-row kernel with a tail plan (tail_plan.h): the last two
+// rounds of a paired call dealt tile by tile from a host-built plan. Every
+// sequence of the batch (which takes the plan) gives the same bits of O and
+// LSE as that sequence alone (too few tiles for a plan), with every output
+// poisoned first: a tile the plan missed stays NaN, one dealt to the wrong
+// place differs. The host test TailPlan.GpuTestCallsTakeAPlan checks that
+// these calls take a plan on a 132-SM card.
+TEST(Sm90Forward, TailPlanSequencesMatchRunsAlone) {
+  SKIP_WITHOUT_GPU();
+  int dev = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), cudaSuccess);
+  if (sms != kTailPlanSms) {
+    std::printf("[gpu tests] %d SMs: these calls were chosen to take a tail plan on %d; bits checked anyway\n", sms,
+                kTailPlanSms);
+  }
+  uint32_t salt = 0;
+  for (TailPlanCall const& t : tail_plan_calls()) {
+    Case c;
+    c.dtype = t.bf16 ? DType::kBFloat16 : DType::kFloat16;
+    c.head_dim = 64;
+    c.batch = t.batch;
+    c.heads_q = t.heads_q;
+    c.heads_kv = t.heads_kv;
+    c.seqlen_q = t.seqlen_q;
+    c.seqlen_k = t.seqlen_k;
+    c.causal = t.causal;
+    c.window_left = t.window_left;
+    c.window_right = t.window_right;
+    c.seed = data_seed() + 41 * ++salt;
+    CaseTensors all(c);
+    GpuRun ga(all);
+    ga.args.config.block_m = 192;
+    ASSERT_TRUE(ga.run().ok()) << c.name();
+    std::vector<double> const oa = ga.out->to_vector(), la = ga.lse->to_vector();
+    size_t const per_o = size_t(c.heads_q * c.seqlen_q * c.head_dim), per_l = size_t(c.heads_q * c.seqlen_q);
+    Case one = c;
+    one.batch = 1;
+    for (int64_t b = 0; b < c.batch; ++b) {
+      CaseTensors single(one, /*fill=*/false);
+      copy_sequence(all, b, single);
+      GpuRun gs(single);
+      gs.args.config.block_m = 192;
+      ASSERT_TRUE(gs.run().ok()) << c.name();
+      std::vector<double> const os = gs.out->to_vector(), ls = gs.lse->to_vector();
+      for (double x : os) ASSERT_TRUE(std::isfinite(x)) << c.name() << " sequence " << b << " alone";
+      ASSERT_EQ(std::memcmp(&oa[size_t(b) * per_o], os.data(), per_o * sizeof(double)), 0)
+          << c.name() << " O of sequence " << b;
+      ASSERT_EQ(std::memcmp(&la[size_t(b) * per_l], ls.data(), per_l * sizeof(double)), 0)
+          << c.name() << " LSE of sequence " << b;
+    }
   }
 }
 

@@ -57,13 +57,15 @@ def main():
         ("fp16", 2, 2, 2, 512, 160, False, None),
     ]
     if d == 64:
-        # Head dim 64's causal 192-row calls with enough tiles for a tail
-        # plan (tail_plan.h): an odd number of query blocks (11), more
-        # queries than keys, a window.
+        # Calls that take a tail plan (tail_plan.h) in head dim 64's 192-row
+        # kernel on a 132-SM card (two rounds of pairs or more: B4, not B2):
+        # an odd number of query blocks (11), more queries than keys, a
+        # window. Dispatch gives them 128-row tiles (fewer than 8 tiles an
+        # SM): run with BLOCK_M=192 to take the plan.
         shapes += [
-            ("bf16", 2, 16, 16, 2049, 2049, True, None),
-            ("fp16", 2, 16, 8, 2300, 1900, True, None),
-            ("bf16", 2, 16, 16, 2048, 2048, False, (700, 0)),
+            ("bf16", 4, 16, 16, 2049, 2049, True, None),
+            ("fp16", 4, 16, 8, 2300, 1900, True, None),
+            ("bf16", 4, 16, 16, 2048, 2048, False, (700, 0)),
         ]
     # Variable-length batches (serving kernels, head dims up to 128):
     # (dtype, Hq, Hkv, query lengths, key lengths, causal, window)
