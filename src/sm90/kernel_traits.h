@@ -233,7 +233,8 @@ struct KernelTraits {
   // Same-run A/B on an H100, bf16 causal, medians of three rounds, output
   // bits identical (bench/results/2026-11-27f-h100/ab1-*): this kernel's
   // cells 1.8% (2k), 2.7% (8k) and 4.4% (16k) faster, every round of 8k and
-  // 16k faster. Where it was not kept: head dim 256 1.6-5.3% slower (2k-16k),
+  // 16k faster; the landed build against FLASHCORE_TAIL_PLAN=0 (ab6-*): 2k
+  // 2.1%, 4k 3.4%, 8k 2.3% faster. Where it was not kept: head dim 256 1.6-5.3% slower (2k-16k),
   // head dim 128 2.4% slower at 512 tokens (turns) and -2.1..+3.4% from 1k,
   // head dim 64's 128-row kernel -0.8..+0.6%. FLASHCORE_TAIL_PLAN=0 builds
   // without it (same bits: the A/B baseline).
