@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <mutex>
-#include <vector>
 
 #include "common/problem.h"
 #include "flashcore/attention.h"
@@ -77,8 +76,7 @@ TmaSet<Traits> make_tma_set(const TmaKey& key) {
                         Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{}, _1{})};
 }
 
-// tail_plan.h: a paired call's plan, built once per shape. A tile's cost
-// depends only on its query block (paired calls have uniform lengths).
+// tail_plan.h: a paired call's plan, built once per shape.
 struct TailKey {
   int32_t tiles, grid, units, heads, batch, seqlen_q, seqlen_k, window_left, window_right;
 };
@@ -89,13 +87,10 @@ TailPlan tail_plan_for(KernelParams<Traits> const& params, int grid) {
   TailKey const key{params.num_tiles, grid, params.num_units, params.heads_q, params.batch,
                     params.seq.seqlen_q, params.seq.seqlen_k, params.seq.window_left, params.seq.window_right};
   return cache.get(key, [&] {
-    std::vector<int> const unit_cost = query_block_costs<Traits::kBlockM, Traits::kBlockN>(
-        params.num_units, params.seq.seqlen_q, params.seq.seqlen_k, params.seq.window_left,
-        params.seq.window_right, Traits::kIssueAhead);
-    return make_tail_plan(params.num_tiles, grid, [&](int t) {
-      TileCoord const c = decode_tile(t, true, params.num_units, params.heads_q, params.batch, params.divisors);
-      return unit_cost[size_t(c.unit)];
-    });
+    return make_paired_tail_plan<Traits::kBlockM, Traits::kBlockN>(
+        params.num_tiles, grid, params.num_units, params.heads_q, params.batch, params.divisors,
+        params.seq.seqlen_q, params.seq.seqlen_k, params.seq.window_left, params.seq.window_right,
+        Traits::kIssueAhead);
   });
 }
 

@@ -230,14 +230,15 @@ struct KernelTraits {
   // tile by tile, longest first onto the least-loaded CTA, instead of in
   // pairs round robin. Head dim 64's one-CTA 192-row kernel only (causal
   // from 2k tokens, where 2752 tiles leave 5% of the SMs idle at the end).
-  // Same-run A/B on an H100, bf16 causal, medians of three rounds, output
-  // bits identical (bench/results/2026-11-27f-h100/ab1-*): this kernel's
-  // cells 1.8% (2k), 2.7% (8k) and 4.4% (16k) faster, every round of 8k and
-  // 16k faster; the landed build against FLASHCORE_TAIL_PLAN=0 (ab6-*): 2k
-  // 2.1%, 4k 3.4%, 8k 2.3% faster. Where it was not kept: head dim 256 1.6-5.3% slower (2k-16k),
-  // head dim 128 2.4% slower at 512 tokens (turns) and -2.1..+3.4% from 1k,
-  // head dim 64's 128-row kernel -0.8..+0.6%. FLASHCORE_TAIL_PLAN=0 builds
-  // without it (same bits: the A/B baseline).
+  // Same-run A/Bs on an H100, bf16 causal, medians of three rounds, output
+  // bits identical (bench/results/2026-11-27f-h100/): this kernel's cells
+  // 1.8% (2k), 2.7% (8k) and 4.4% (16k) faster, every round of 8k and 16k
+  // faster (ab1-*); the landed build against FLASHCORE_TAIL_PLAN=0 2.1%
+  // (2k), 3.4% (4k) and 2.3% (8k) faster (ab6-*). Where it was not kept:
+  // head dim 256 1.6-5.3% slower (2k-16k), head dim 128 2.4% slower at 512
+  // tokens (turns) and level from 1k (ab4-*), head dim 64's 128-row kernel
+  // -0.8..+0.6%. FLASHCORE_TAIL_PLAN=0 builds without it (same bits: the
+  // A/B baseline).
 #ifndef FLASHCORE_TAIL_PLAN
 #define FLASHCORE_TAIL_PLAN 1
 #endif

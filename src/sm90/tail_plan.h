@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "sm90/mask.h"
+#include "sm90/tile_decode.h"
 
 namespace flashcore::sm90 {
 
@@ -131,6 +132,20 @@ TailPlan make_tail_plan(int num_tiles, int grid, Cost&& cost) {
   plan.first_k = 2 * (rounds - 1);
   plan.tail_begin = tail_begin;
   return plan;
+}
+
+// The plan of a paired call (uniform lengths: a tile's cost depends only on
+// its query block), tiles in tile_decode.h's paired order: what the launcher
+// builds (flash_fwd_launch.h tail_plan_for) and the host test checks.
+template <int kBlockM, int kBlockN>
+TailPlan make_paired_tail_plan(int num_tiles, int grid, int units, int heads_q, int batch,
+                               TileDivisors const& divisors, int seqlen_q, int seqlen_k, int window_left,
+                               int window_right, bool one_block_at_least) {
+  std::vector<int> const unit_cost = query_block_costs<kBlockM, kBlockN>(units, seqlen_q, seqlen_k, window_left,
+                                                                         window_right, one_block_at_least);
+  return make_tail_plan(num_tiles, grid, [&](int t) {
+    return unit_cost[size_t(decode_tile(t, true, units, heads_q, batch, divisors).unit)];
+  });
 }
 
 }  // namespace flashcore::sm90

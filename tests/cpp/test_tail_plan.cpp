@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "sm90/tail_plan.h"
-#include "sm90/tile_decode.h"
 #include "tail_plan_cases.h"
 
 namespace {
@@ -175,24 +174,20 @@ TEST(TailPlan, QueryBlockCosts) {
   EXPECT_EQ((query_block_costs<128, 128>(3, 300, 100, none, 0, true)), visited);
 }
 
-// The GPU test's calls (tail_plan_cases.h) take a plan, as the launcher
-// builds it for head dim 64's 192-row kernel (flash_fwd_launch.h
-// tail_plan_for: costs by query block, tiles in tile_decode.h's paired order).
+// The GPU test's calls (tail_plan_cases.h) take a plan, built as the
+// launcher builds it for head dim 64's 192-row kernel (make_paired_tail_plan).
 TEST(TailPlan, GpuTestCallsTakeAPlan) {
-  using flashcore::sm90::decode_tile;
+  using flashcore::sm90::make_paired_tail_plan;
   using flashcore::sm90::make_tile_divisors;
-  using flashcore::sm90::query_block_costs;
   int const none = 1 << 30;  // no window (the launcher's clamp)
   for (fctest::TailPlanCall const& c : fctest::tail_plan_calls()) {
     int const units = int((c.seqlen_q + 191) / 192), heads = int(c.heads_q), batch = int(c.batch);
     int const left = c.window_left < 0 ? none : int(c.window_left);
     int const right = c.causal ? 0 : c.window_right < 0 ? none : int(c.window_right);
-    std::vector<int> const costs =
-        query_block_costs<192, 128>(units, int(c.seqlen_q), int(c.seqlen_k), left, right, false);
-    auto const divisors = make_tile_divisors(units, heads, int(c.heads_q / c.heads_kv));
     int const tiles = units * heads * batch;
-    auto cost = [&](int t) { return costs[size_t(decode_tile(t, true, units, heads, batch, divisors).unit)]; };
-    TailPlan const plan = make_tail_plan(tiles, fctest::kTailPlanSms, cost);
+    TailPlan const plan = make_paired_tail_plan<192, 128>(
+        tiles, fctest::kTailPlanSms, units, heads, batch, make_tile_divisors(units, heads, int(c.heads_q / c.heads_kv)),
+        int(c.seqlen_q), int(c.seqlen_k), left, right, false);
     EXPECT_NE(plan.first_k, TailPlan::kNone) << "B" << c.batch << " S" << c.seqlen_q << "x" << c.seqlen_k;
     EXPECT_EQ(walks(plan, fctest::kTailPlanSms, tiles).wrong, 0);
   }
