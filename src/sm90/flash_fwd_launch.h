@@ -88,9 +88,9 @@ TailPlan tail_plan_for(KernelParams<Traits> const& params, int grid) {
                     params.seq.seqlen_q, params.seq.seqlen_k, params.seq.window_left, params.seq.window_right};
   return cache.get(key, [&] {
     return make_paired_tail_plan<Traits::kBlockM, Traits::kBlockN>(
-        params.num_tiles, grid, params.num_units, params.heads_q, params.batch, params.divisors,
-        params.seq.seqlen_q, params.seq.seqlen_k, params.seq.window_left, params.seq.window_right,
-        Traits::kIssueAhead);
+        Traits::kTail.full_rounds, Traits::kTail.max_keys, params.num_tiles, grid, params.num_units, params.heads_q,
+        params.batch, params.divisors, params.seq.seqlen_q, params.seq.seqlen_k, params.seq.window_left,
+        params.seq.window_right, Traits::kIssueAhead);
   });
 }
 

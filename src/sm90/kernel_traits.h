@@ -18,6 +18,8 @@
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <cutlass/pipeline/pipeline.hpp>
 
+#include "sm90/tail_policy.h"
+
 namespace flashcore::sm90 {
 
 using namespace cute;
@@ -226,24 +228,11 @@ struct KernelTraits {
 #endif
   static constexpr bool kIssueAhead =
       FLASHCORE_ISSUE_AHEAD && !kServing && kHeadDim == 64 && kBlockM == 128 && kQStages == 2;
-  // tail_plan.h: the last two rounds of a paired (causal-like) call dealt
-  // tile by tile, longest first onto the least-loaded CTA, instead of in
-  // pairs round robin. Head dim 64's one-CTA 192-row kernel only (causal
-  // from 2k tokens, where 2752 tiles leave 5% of the SMs idle at the end).
-  // Same-run A/Bs on an H100, bf16 causal, medians of three rounds, output
-  // bits identical (bench/results/2026-11-27f-h100/): this kernel's cells
-  // 1.8% (2k), 2.7% (8k) and 4.4% (16k) faster, every round of 8k and 16k
-  // faster (ab1-*); the landed build against FLASHCORE_TAIL_PLAN=0 2.1%
-  // (2k), 3.4% (4k) and 2.3% (8k) faster (ab6-*). Where it was not kept:
-  // head dim 256 1.6-5.3% slower (2k-16k), head dim 128 2.4% slower at 512
-  // tokens (turns) and level from 1k (ab4-*), head dim 64's 128-row kernel
-  // -0.8..+0.6%. FLASHCORE_TAIL_PLAN=0 builds without it (same bits: the
-  // A/B baseline).
-#ifndef FLASHCORE_TAIL_PLAN
-#define FLASHCORE_TAIL_PLAN 1
-#endif
-  static constexpr bool kTailPlan =
-      FLASHCORE_TAIL_PLAN && kHeadDim == 64 && kBlockM == 192 && kClusterM == 1 && !kServing;
+  // tail_plan.h: the end of a paired (causal-like) call dealt tile by tile,
+  // longest first onto the least-loaded CTA, instead of in pairs round robin;
+  // which kernels, how much and up to how many keys: tail_policy.h.
+  static constexpr TailPolicy kTail = tail_policy(kHeadDim, kBlockM, kBlockN, kClusterM, kServing);
+  static constexpr bool kTailPlan = kTail.plan;
   // mainloop_mma.h kHalfFirstQK: the warpgroup of a causal tile's first 64
   // rows computes its diagonal block's Q·Kᵀ over 64 keys instead of 128.
   // Head dim 128's one-CTA 128-row tiles with turns only (the causal calls

@@ -2,17 +2,17 @@
 // tile. Paired tiles cost the same a pair, so a call of P pairs on G CTAs
 // takes ceil(P / G) pair times while the work is P / G of them: with 2752
 // tiles of 192 rows on 132 SMs (head dim 64 causal at 8k-16k on the FA3
-// grid) 11 pair times for 10.4 of work, 5% of the SMs' time idle at the end.
-// Used by the kernels with kernel_traits.h kTailPlan (head dim 64's 192-row
-// kernel: 1.8-4.4% faster); at head dims 128 and 256 (1024 pairs, 3% idle)
-// it was level to 5% slower, so those keep the pairs (kernel_traits.h).
-// Single tiles are finer: the pairs of the last two rounds are split, and
-// their tiles go, longest first, to the CTA with the least work so far
-// (ties: the lowest index). The rounds before stay in pairs, dealt round
-// robin, for their L2 reuse. The plan is built on the host once per shape
-// (flash_fwd_launch.h) and travels in the kernel's parameters; it is used
-// only where the model below says the last CTA finishes earlier than with
-// pairs.
+// grid) 11 pair times for 10.4 of work, 5% of the SMs' time idle at the end;
+// 1024 pairs (head dim 128's causal cells) take 8 for 7.76.
+// Single tiles are finer: the pairs of the partial last round (and, for head
+// dim 64's 192-row kernel, of the full round before it) are split, and their
+// tiles go, longest first, to the CTA with the least work so far (ties: the
+// lowest index). The rounds before stay in pairs, dealt round robin, for
+// their L2 reuse. Which kernels take a plan, how many rounds it deals and up
+// to how many keys are measured choices (tail_policy.h). The plan is built
+// on the host once per shape (flash_fwd_launch.h) and travels in the
+// kernel's parameters; it is used only where the model below says the last
+// CTA finishes earlier than with pairs.
 //
 // The cost model: a tile costs its key blocks plus kTileOverheadBlocks (what
 // a tile spends outside its key loop: Q and first K waits, the lone first
@@ -80,21 +80,26 @@ std::vector<int> query_block_costs(int units, int seqlen_q, int seqlen_k, int wi
   return costs;
 }
 
-// Builds the plan for num_tiles paired tiles on `grid` CTAs; cost(t) is tile
-// t's cost in key blocks, kTileOverheadBlocks included. No plan (first_k =
-// kNone) when there are fewer than two rounds of pairs or more than
-// kMaxRounds, the grid is wider than kMaxCtas, or the plan would not finish
-// earlier than the pairs.
+// Builds the plan for num_tiles paired tiles on `grid` CTAs that deals the
+// partial last round of pairs and the full_rounds rounds before it tile by
+// tile; cost(t) is tile t's cost in key blocks, kTileOverheadBlocks
+// included. No plan (first_k = kNone) when no full round would stay in
+// pairs, there are more than kMaxRounds rounds, the grid is wider than
+// kMaxCtas, or the plan would not finish earlier than the pairs. How much to
+// deal is measured, not modeled (tail_policy.h): the model puts both deals
+// 1-3% ahead nearly everywhere, and dealing two rounds was slower than the
+// pairs at head dims 128 and 256.
 template <class Cost>
-TailPlan make_tail_plan(int num_tiles, int grid, Cost&& cost) {
+TailPlan make_tail_plan(int num_tiles, int grid, int full_rounds, Cost&& cost) {
   TailPlan plan;
   int const units = (num_tiles + 1) / 2;  // pairs (and the pairs of middle tiles after them)
   int const rounds = grid > 0 ? units / grid : 0;
-  if (rounds < 2 || rounds > TailPlan::kMaxRounds || grid > TailPlan::kMaxCtas) return plan;
-  int const keep = (rounds - 1) * grid;  // pairs dealt round robin, one round less than could be
+  int const keep_rounds = rounds - full_rounds;  // rounds of pairs dealt round robin
+  if (full_rounds < 0 || keep_rounds < 1 || rounds > TailPlan::kMaxRounds || grid > TailPlan::kMaxCtas) return plan;
+  int const keep = keep_rounds * grid;
   int const tail_begin = 2 * keep;
-  int const tail = num_tiles - tail_begin;  // < 4 * grid: the last round and the partial one
-  if (tail > TailPlan::kMaxTiles) return plan;  // (cannot happen: grid <= kMaxCtas)
+  int const tail = num_tiles - tail_begin;
+  if (tail <= 0 || tail > TailPlan::kMaxTiles) return plan;  // (a full deal needs full_rounds <= 1)
   // Each CTA's work in the kept rounds, and what it would have with pairs to the end.
   std::vector<int64_t> load(grid, 0), paired(grid, 0);
   for (int t = 0; t < num_tiles; ++t) {
@@ -129,7 +134,7 @@ TailPlan make_tail_plan(int num_tiles, int grid, Cost&& cost) {
     for (int i : mine[b]) plan.tiles[n++] = uint16_t(i);
   }
   plan.begin[grid] = uint16_t(n);
-  plan.first_k = 2 * (rounds - 1);
+  plan.first_k = 2 * keep_rounds;
   plan.tail_begin = tail_begin;
   return plan;
 }
@@ -138,12 +143,13 @@ TailPlan make_tail_plan(int num_tiles, int grid, Cost&& cost) {
 // its query block), tiles in tile_decode.h's paired order: what the launcher
 // builds (flash_fwd_launch.h tail_plan_for) and the host test checks.
 template <int kBlockM, int kBlockN>
-TailPlan make_paired_tail_plan(int num_tiles, int grid, int units, int heads_q, int batch,
-                               TileDivisors const& divisors, int seqlen_q, int seqlen_k, int window_left,
+TailPlan make_paired_tail_plan(int full_rounds, int max_keys, int num_tiles, int grid, int units, int heads_q,
+                               int batch, TileDivisors const& divisors, int seqlen_q, int seqlen_k, int window_left,
                                int window_right, bool one_block_at_least) {
+  if (seqlen_k > max_keys) return TailPlan{};
   std::vector<int> const unit_cost = query_block_costs<kBlockM, kBlockN>(units, seqlen_q, seqlen_k, window_left,
                                                                          window_right, one_block_at_least);
-  return make_tail_plan(num_tiles, grid, [&](int t) {
+  return make_tail_plan(num_tiles, grid, full_rounds, [&](int t) {
     return unit_cost[size_t(decode_tile(t, true, units, heads_q, batch, divisors).unit)];
   });
 }

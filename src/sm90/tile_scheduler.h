@@ -23,9 +23,8 @@
 // (k*G + c)*2 + rank, so both walk the same number of key blocks in step
 // (tile_at below), usually of one head (mainloop_load.h).
 //
-// Kernels with kernel_traits.h kTailPlan (head dim 64's 192-row kernel):
-// the last two rounds of pairs are dealt tile by tile from a host-built plan
-// (tail_plan.h).
+// Kernels with kernel_traits.h kTailPlan (tail_policy.h): the last round or
+// two of pairs are dealt tile by tile from a host-built plan (tail_plan.h).
 //
 // The assignment depends only on the shape, never on timing or data; a tile's
 // result does not depend on which CTA computes it: results are bitwise

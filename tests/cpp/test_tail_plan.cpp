@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sm90/tail_plan.h"
+#include "sm90/tail_policy.h"
 #include "tail_plan_cases.h"
 
 namespace {
@@ -75,27 +76,34 @@ int64_t finish(Walks const& w, Cost const& cost) {
 
 TEST(TailPlan, EveryTileOnceAndNeverLaterThanPairs) {
   TailPlan const none;
-  int planned = 0;
-  for (int grid : {1, 7, 66, 132, 144}) {
-    for (int units : {2, 3, 4, 8, 43, 128}) {
-      for (int heads : {1, 5, 16, 256, 1024}) {
-        Causal const c{units, heads};
-        auto const cost = [&](int t) { return c.cost(t); };
-        TailPlan const plan = make_tail_plan(c.tiles(), grid, cost);
-        Walks const with = walks(plan, grid, c.tiles()), pairs = walks(none, grid, c.tiles());
-        ASSERT_EQ(with.wrong, 0) << "grid " << grid << " units " << units << " heads " << heads;
-        ASSERT_EQ(pairs.wrong, 0);
-        if (plan.first_k != TailPlan::kNone) {
-          ++planned;
-          EXPECT_LT(finish(with, cost), finish(pairs, cost))
-              << "grid " << grid << " units " << units << " heads " << heads;
-        } else {
-          EXPECT_EQ(finish(with, cost), finish(pairs, cost));
+  for (int full_rounds : {0, 1}) {
+    int planned = 0;
+    for (int grid : {1, 7, 66, 132, 144}) {
+      for (int units : {2, 3, 4, 8, 43, 128}) {
+        for (int heads : {1, 5, 16, 256, 1024}) {
+          Causal const c{units, heads};
+          auto const cost = [&](int t) { return c.cost(t); };
+          TailPlan const plan = make_tail_plan(c.tiles(), grid, full_rounds, cost);
+          Walks const with = walks(plan, grid, c.tiles()), pairs = walks(none, grid, c.tiles());
+          ASSERT_EQ(with.wrong, 0) << "full rounds " << full_rounds << " grid " << grid << " units " << units
+                                   << " heads " << heads;
+          ASSERT_EQ(pairs.wrong, 0);
+          if (plan.first_k != TailPlan::kNone) {
+            ++planned;
+            EXPECT_LT(finish(with, cost), finish(pairs, cost))
+                << "full rounds " << full_rounds << " grid " << grid << " units " << units << " heads " << heads;
+            // The pairs before the dealt rounds stay as they were.
+            int const rounds = (c.tiles() + 1) / 2 / grid;
+            EXPECT_EQ(plan.first_k, 2 * (rounds - full_rounds));
+            EXPECT_EQ(plan.tail_begin, 2 * (rounds - full_rounds) * grid);
+          } else {
+            EXPECT_EQ(finish(with, cost), finish(pairs, cost));
+          }
         }
       }
     }
+    EXPECT_GT(planned, 20) << "full rounds " << full_rounds;
   }
-  EXPECT_GT(planned, 20);
 }
 
 // The largest tails: one pair short of a further round, on the widest grid
@@ -108,7 +116,7 @@ TEST(TailPlan, LargestTailsFit) {
     for (int odd : {0, 1}) {
       int const tiles = 2 * ((rounds + 1) * grid - 1) - odd;
       auto const cost = [&](int t) { return (t / 2) % grid < grid / 2 ? 10 : 2; };
-      TailPlan const plan = make_tail_plan(tiles, grid, cost);
+      TailPlan const plan = make_tail_plan(tiles, grid, 1, cost);
       ASSERT_NE(plan.first_k, TailPlan::kNone) << "rounds " << rounds << " odd " << odd;
       EXPECT_GT(tiles - plan.tail_begin, 4 * grid - 8);
       EXPECT_LE(tiles - plan.tail_begin, TailPlan::kMaxTiles);
@@ -125,7 +133,7 @@ TEST(TailPlan, LargestTailsFit) {
 TEST(TailPlan, Causal512OnAnH100) {
   Causal const c{4, 512};
   auto const cost = [&](int t) { return c.cost(t); };
-  TailPlan const plan = make_tail_plan(c.tiles(), 132, cost);
+  TailPlan const plan = make_tail_plan(c.tiles(), 132, 1, cost);
   ASSERT_NE(plan.first_k, TailPlan::kNone);
   EXPECT_EQ(plan.first_k, 2 * (1024 / 132 - 1));
   EXPECT_EQ(plan.tail_begin, 2 * (1024 / 132 - 1) * 132);
@@ -134,10 +142,26 @@ TEST(TailPlan, Causal512OnAnH100) {
   EXPECT_EQ(finish(walks(plan, 132, c.tiles()), cost), 71);
 }
 
+// The same cell with only the partial last round dealt (the deal of head
+// dims 128 and 256): 100 pairs split into 200 tiles on 132 CTAs after 7
+// rounds of pairs, also 71.
+TEST(TailPlan, Causal512LastRoundOnly) {
+  Causal const c{4, 512};
+  auto const cost = [&](int t) { return c.cost(t); };
+  TailPlan const plan = make_tail_plan(c.tiles(), 132, 0, cost);
+  ASSERT_NE(plan.first_k, TailPlan::kNone);
+  EXPECT_EQ(plan.first_k, 2 * (1024 / 132));
+  EXPECT_EQ(plan.tail_begin, 2 * (1024 / 132) * 132);
+  EXPECT_EQ(plan.begin[132] - plan.begin[0], 2 * (1024 - 7 * 132));
+  Walks const w = walks(plan, 132, c.tiles());
+  EXPECT_EQ(w.wrong, 0);
+  EXPECT_EQ(finish(w, cost), 71);
+}
+
 // The walk check catches a plan that lists a tile twice (and so misses one).
 TEST(TailPlan, AWalkThatRepeatsATileIsCaught) {
   Causal const c{4, 512};
-  TailPlan plan = make_tail_plan(c.tiles(), 132, [&](int t) { return c.cost(t); });
+  TailPlan plan = make_tail_plan(c.tiles(), 132, 1, [&](int t) { return c.cost(t); });
   ASSERT_NE(plan.first_k, TailPlan::kNone);
   plan.tiles[1] = plan.tiles[0];
   EXPECT_EQ(walks(plan, 132, c.tiles()).wrong, 2);
@@ -147,11 +171,17 @@ TEST(TailPlan, AWalkThatRepeatsATileIsCaught) {
 // the plan holds: no plan.
 TEST(TailPlan, NoPlanWhereItDoesNotApply) {
   auto const cost = [](int t) { return t % 4 + 3; };
-  EXPECT_EQ(make_tail_plan(2 * 120, 132, cost).first_k, TailPlan::kNone);  // 120 pairs: no full round
-  EXPECT_EQ(make_tail_plan(2 * 200, 132, cost).first_k, TailPlan::kNone);  // 200 pairs: one round
-  EXPECT_NE(make_tail_plan(2 * 270, 132, cost).first_k, TailPlan::kNone);  // two rounds and 6 pairs
-  EXPECT_EQ(make_tail_plan(2 * 132 * (TailPlan::kMaxRounds + 1) + 2, 132, cost).first_k, TailPlan::kNone);
-  EXPECT_EQ(make_tail_plan(2 * 8000, TailPlan::kMaxCtas + 1, cost).first_k, TailPlan::kNone);
+  EXPECT_EQ(make_tail_plan(2 * 120, 132, 1, cost).first_k, TailPlan::kNone);  // 120 pairs: no full round
+  EXPECT_EQ(make_tail_plan(2 * 200, 132, 1, cost).first_k, TailPlan::kNone);  // 200 pairs: one round
+  EXPECT_NE(make_tail_plan(2 * 270, 132, 1, cost).first_k, TailPlan::kNone);  // two rounds and 6 pairs
+  EXPECT_EQ(make_tail_plan(2 * 132 * (TailPlan::kMaxRounds + 1) + 2, 132, 1, cost).first_k, TailPlan::kNone);
+  EXPECT_EQ(make_tail_plan(2 * 8000, TailPlan::kMaxCtas + 1, 1, cost).first_k, TailPlan::kNone);
+  // Only the partial round dealt: one full round is enough, none without a
+  // partial round after it.
+  EXPECT_EQ(make_tail_plan(2 * 120, 132, 0, cost).first_k, TailPlan::kNone);  // no full round
+  EXPECT_NE(make_tail_plan(2 * 200, 132, 0, cost).first_k, TailPlan::kNone);  // one round and 68 pairs
+  EXPECT_EQ(make_tail_plan(2 * 264, 132, 0, cost).first_k, TailPlan::kNone);  // two rounds exactly
+  EXPECT_EQ(make_tail_plan(2 * 200, 132, -1, cost).first_k, TailPlan::kNone);
 }
 
 // The costs the launcher gives the plan (flash_fwd_launch.h tail_plan_for):
@@ -175,22 +205,71 @@ TEST(TailPlan, QueryBlockCosts) {
 }
 
 // The GPU test's calls (tail_plan_cases.h) take a plan, built as the
-// launcher builds it for head dim 64's 192-row kernel (make_paired_tail_plan).
-TEST(TailPlan, GpuTestCallsTakeAPlan) {
+// launcher builds it (make_paired_tail_plan) for the kernel each forces, with
+// that kernel's deal (tail_policy.h).
+template <int kBlockM, int kBlockN>
+TailPlan gpu_test_plan(fctest::TailPlanCall const& c, flashcore::sm90::TailPolicy const& policy, int grid) {
   using flashcore::sm90::make_paired_tail_plan;
   using flashcore::sm90::make_tile_divisors;
   int const none = 1 << 30;  // no window (the launcher's clamp)
+  int const units = int((c.seqlen_q + kBlockM - 1) / kBlockM), heads = int(c.heads_q), batch = int(c.batch);
+  int const left = c.window_left < 0 ? none : int(c.window_left);
+  int const right = c.causal ? 0 : c.window_right < 0 ? none : int(c.window_right);
+  // No kernel with a plan has kernel_traits.h kIssueAhead (head dim 64's
+  // 128-row kernel, which visits one masked key block where a query block
+  // sees none): Policy below checks that it takes none.
+  bool const one_block_at_least = false;
+  return make_paired_tail_plan<kBlockM, kBlockN>(
+      policy.full_rounds, policy.max_keys, units * heads * batch, grid, units, heads, batch,
+      make_tile_divisors(units, heads, int(c.heads_q / c.heads_kv)), int(c.seqlen_q), int(c.seqlen_k), left, right,
+      one_block_at_least);
+}
+
+TEST(TailPlan, GpuTestCallsTakeAPlan) {
+  using flashcore::sm90::tail_policy;
+  int kernels = 0;
   for (fctest::TailPlanCall const& c : fctest::tail_plan_calls()) {
-    int const units = int((c.seqlen_q + 191) / 192), heads = int(c.heads_q), batch = int(c.batch);
-    int const left = c.window_left < 0 ? none : int(c.window_left);
-    int const right = c.causal ? 0 : c.window_right < 0 ? none : int(c.window_right);
-    int const tiles = units * heads * batch;
-    TailPlan const plan = make_paired_tail_plan<192, 128>(
-        tiles, fctest::kTailPlanSms, units, heads, batch, make_tile_divisors(units, heads, int(c.heads_q / c.heads_kv)),
-        int(c.seqlen_q), int(c.seqlen_k), left, right, false);
-    EXPECT_NE(plan.first_k, TailPlan::kNone) << "B" << c.batch << " S" << c.seqlen_q << "x" << c.seqlen_k;
+    auto const policy = tail_policy(c.head_dim, c.block_m, c.block_n, 1, false);
+    ASSERT_TRUE(policy.plan) << "d" << c.head_dim << " m" << c.block_m << " n" << c.block_n;
+    int const tiles = int((c.seqlen_q + c.block_m - 1) / c.block_m * c.heads_q * c.batch);
+    TailPlan plan;
+    if (c.block_m == 192 && c.block_n == 128) plan = gpu_test_plan<192, 128>(c, policy, fctest::kTailPlanSms);
+    else if (c.block_m == 128 && c.block_n == 128) plan = gpu_test_plan<128, 128>(c, policy, fctest::kTailPlanSms);
+    else if (c.block_m == 128 && c.block_n == 64) plan = gpu_test_plan<128, 64>(c, policy, fctest::kTailPlanSms);
+    else FAIL() << "no tile " << c.block_m << "x" << c.block_n << " in this test";
+    ++kernels;
+    EXPECT_NE(plan.first_k, TailPlan::kNone)
+        << "d" << c.head_dim << " B" << c.batch << " S" << c.seqlen_q << "x" << c.seqlen_k;
     EXPECT_EQ(walks(plan, fctest::kTailPlanSms, tiles).wrong, 0);
   }
+  EXPECT_EQ(kernels, 6);
+}
+
+// The policy (tail_policy.h): which kernels take a plan, how much it deals,
+// and the key bound of the last-round deal.
+TEST(TailPlan, Policy) {
+  using flashcore::sm90::tail_policy;
+  EXPECT_EQ(tail_policy(64, 192, 128, 1, false).full_rounds, 1);
+  EXPECT_TRUE(tail_policy(128, 128, 128, 1, false).plan);
+  EXPECT_EQ(tail_policy(128, 128, 128, 1, false).full_rounds, 0);
+  EXPECT_EQ(tail_policy(256, 128, 64, 1, false).max_keys, 2048);
+  EXPECT_FALSE(tail_policy(256, 128, 80, 1, false).plan);   // 80-key kernel: 1.7% slower at 8k
+  EXPECT_FALSE(tail_policy(128, 128, 128, 2, false).plan);  // multicast: unmasked calls only
+  EXPECT_FALSE(tail_policy(128, 128, 128, 1, true).plan);   // serving kernels
+  EXPECT_FALSE(tail_policy(64, 128, 128, 1, false).plan);   // level with and without
+  EXPECT_FALSE(tail_policy(96, 128, 128, 1, false).plan);   // not measured
+  // Over the bound: no plan for a call that would take one at 2048 keys.
+  using flashcore::sm90::make_paired_tail_plan;
+  using flashcore::sm90::make_tile_divisors;
+  int const none = 1 << 30;
+  auto const at = [&](int keys, int max_keys) {
+    int const units = (keys + 127) / 128, heads = 8, batch = 16384 / keys;
+    return make_paired_tail_plan<128, 64>(0, max_keys, units * heads * batch, 132, units, heads, batch,
+                                          make_tile_divisors(units, heads, 1), keys, keys, none, 0, false)
+        .first_k;
+  };
+  EXPECT_NE(at(2048, 2048), TailPlan::kNone);
+  EXPECT_EQ(at(2048, 2047), TailPlan::kNone);
 }
 
 }  // namespace

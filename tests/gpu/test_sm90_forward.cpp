@@ -406,8 +406,8 @@ TEST(Sm90Forward, BatchInvariant) {
   }
 }
 
-// Head dim 64's 192-row kernel with a tail plan (tail_plan.h): the last two
-// rounds of a paired call dealt tile by tile from a host-built plan. Every
+// Each kernel with a tail plan (tail_plan.h, tail_policy.h): the last round
+// or two of a paired call dealt tile by tile from a host-built plan. Every
 // sequence of the batch (which takes the plan) gives the same bits of O and
 // LSE as that sequence alone (too few tiles for a plan), with every output
 // poisoned first: a tile the plan missed stays NaN, one dealt to the wrong
@@ -426,7 +426,7 @@ TEST(Sm90Forward, TailPlanSequencesMatchRunsAlone) {
   for (TailPlanCall const& t : tail_plan_calls()) {
     Case c;
     c.dtype = t.bf16 ? DType::kBFloat16 : DType::kFloat16;
-    c.head_dim = 64;
+    c.head_dim = t.head_dim;
     c.batch = t.batch;
     c.heads_q = t.heads_q;
     c.heads_kv = t.heads_kv;
@@ -438,7 +438,8 @@ TEST(Sm90Forward, TailPlanSequencesMatchRunsAlone) {
     c.seed = data_seed() + 41 * ++salt;
     CaseTensors all(c);
     GpuRun ga(all);
-    ga.args.config.block_m = 192;
+    ga.args.config.block_m = t.block_m;
+    ga.args.config.block_n = t.block_n;
     ASSERT_TRUE(ga.run().ok()) << c.name();
     std::vector<double> const oa = ga.out->to_vector(), la = ga.lse->to_vector();
     size_t const per_o = size_t(c.heads_q * c.seqlen_q * c.head_dim), per_l = size_t(c.heads_q * c.seqlen_q);
@@ -448,7 +449,8 @@ TEST(Sm90Forward, TailPlanSequencesMatchRunsAlone) {
       CaseTensors single(one, /*fill=*/false);
       copy_sequence(all, b, single);
       GpuRun gs(single);
-      gs.args.config.block_m = 192;
+      gs.args.config.block_m = t.block_m;
+      gs.args.config.block_n = t.block_n;
       ASSERT_TRUE(gs.run().ok()) << c.name();
       std::vector<double> const os = gs.out->to_vector(), ls = gs.lse->to_vector();
       for (double x : os) ASSERT_TRUE(std::isfinite(x)) << c.name() << " sequence " << b << " alone";

@@ -1,0 +1,52 @@
+// Which kernels take a tail plan (tail_plan.h), how many rounds of pairs it
+// deals tile by tile, and up to how many keys: measured choices, kept here
+// (not in kernel_traits.h) so that the host test of the plans can ask them.
+//
+// Same-run A/Bs on an H100, bf16 causal, medians of three rounds, output
+// bits identical:
+// - full_rounds = 1 (the last full round of pairs and the partial one):
+//   head dim 64's one-CTA 192-row kernel (causal from 2k tokens, where 2752
+//   tiles leave 5% of the SMs idle at the end): 1.8% (2k), 2.7% (8k) and
+//   4.4% (16k) faster (bench/results/2026-11-27f-h100/ab1-*), against
+//   FLASHCORE_TAIL_PLAN=0 2.1% (2k), 3.4% (4k) and 2.3% (8k) (ab6-*). The
+//   same deal was 1.6-5.3% slower at head dim 256 (2k-16k) and 2.2-2.4%
+//   slower at head dim 128's 512-token causal cell (the kernel with turns).
+// - full_rounds = 0 (only the partial round), calls of at most 2048 keys:
+//   the one-CTA 128-row kernels of head dim 128 (both forms) and 256 with
+//   64-key blocks. Head dim 128 causal 1k 1.8% and 2k 1.0% faster, head dim
+//   256 causal 2k 2.1%, every round faster (2026-11-27g-h100/ab1-*); at 8k
+//   keys (head dim 256, 80-key blocks) 1.7% slower, hence the bound and no
+//   plan in the 80-key kernels. Against FLASHCORE_TAIL_LAST_ROUND=0, four
+//   rounds (ab2-*): head dim 128 causal 1k 1.0%, 2k 0.9%, 512 0.5%, head dim
+//   256 causal 2k 0.9%, 1k 0.4% faster; head dim 64's 128-row kernel level
+//   (+0.2% at 512, -0.2% at 1k), so it has no plan.
+// Multicast kernels run unmasked calls only (no pairs), serving kernels
+// their own schedules.
+// FLASHCORE_TAIL_PLAN=0 builds without any plan, FLASHCORE_TAIL_LAST_ROUND=0
+// without the second kind (same bits: the A/B baselines).
+#pragma once
+
+#ifndef FLASHCORE_TAIL_PLAN
+#define FLASHCORE_TAIL_PLAN 1
+#endif
+#ifndef FLASHCORE_TAIL_LAST_ROUND
+#define FLASHCORE_TAIL_LAST_ROUND 1
+#endif
+
+namespace flashcore::sm90 {
+
+struct TailPolicy {
+  bool plan = false;
+  int full_rounds = 0;  // full rounds of pairs dealt tile by tile with the partial one
+  int max_keys = 0;     // no plan for calls with more keys
+};
+
+constexpr TailPolicy tail_policy(int head_dim, int block_m, int block_n, int cluster_m, bool serving) {
+  if (!FLASHCORE_TAIL_PLAN || cluster_m != 1 || serving) return {};
+  if (head_dim == 64 && block_m == 192) return {true, 1, 0x7fffffff};
+  bool const last_round = block_m == 128 && ((head_dim == 128 && block_n == 128) || (head_dim == 256 && block_n == 64));
+  if (FLASHCORE_TAIL_LAST_ROUND && last_round) return {true, 0, 2048};
+  return {};
+}
+
+}  // namespace flashcore::sm90
