@@ -16,9 +16,10 @@
 //   64-key blocks. Head dim 128 causal 1k 1.8% and 2k 1.0% faster, head dim
 //   256 causal 2k 2.1%, every round faster (2026-11-27g-h100/ab1-*); at 8k
 //   keys (head dim 256, 80-key blocks) 1.7% slower, hence the bound and no
-//   plan in the 80-key kernels. That loss is not L2 traffic: with the plan
-//   forced, DRAM bytes and L2 hit rate stay the same and it is slower at
-//   ncu's locked clocks too (2026-11-27g-h100/call5-*). Against FLASHCORE_TAIL_LAST_ROUND=0, four
+//   plan in the 80-key kernels. That loss is the plan's code in the 80-key
+//   kernel (ptxas orders its key loop differently): with the code but no
+//   plan it is 5.8% slower at 16k, with the plan 5.3% (ab6-*); DRAM bytes
+//   and L2 hit rate do not change (call5-*). Against FLASHCORE_TAIL_LAST_ROUND=0, four
 //   rounds (ab2-*): head dim 128 causal 1k 1.0%, 2k 0.9%, 512 0.5%, head dim
 //   256 causal 2k 0.9%, 1k 0.4% faster; head dim 64's 128-row kernel level
 //   (+0.2% at 512, -0.2% at 1k), so it has no plan.
