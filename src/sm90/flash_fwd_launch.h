@@ -14,6 +14,7 @@
 #include "sm90/device_info.h"
 #include "sm90/flash_fwd_kernel.h"
 #include "sm90/gqa_pack.h"
+#include "sm90/kernel_registry.h"
 #include "sm90/kernel_traits.h"
 #include "sm90/launch_attrs.h"
 #include "sm90/recent_cache.h"
@@ -269,6 +270,9 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   cudaError_t err = cudaLaunchKernelEx(&launch.config, kernel, params);
   if (err != cudaSuccess) {
     return Status(StatusCode::kCudaError, std::string("kernel launch failed: ") + cudaGetErrorString(err));
+  }
+  if constexpr (Traits::kTailPlan) {
+    if (params.tail.first_k != TailPlan::kNone) count_tail_plan_launch();
   }
   return Status::Ok();
 }

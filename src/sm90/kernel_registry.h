@@ -2,6 +2,7 @@
 // is generated from the one list in tools/gen_sm90_kernels.py.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "common/problem.h"
@@ -35,6 +36,13 @@ const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block
 // Launches kernel `e` for a plain (unsplit) call on a validated problem,
 // bypassing dispatch: how tests run every compiled variant.
 Status launch_plain(const KernelEntry& e, const AttentionArgs& args, const Problem& p, cudaStream_t stream);
+
+// Launches that ran with a tail plan (tail_plan.h) since the process
+// started. A call's bits are the same with and without one, so this is how
+// tests see that a call took one; the launcher counts them
+// (count_tail_plan_launch, flash_fwd_launch.h).
+uint64_t tail_plan_launches();
+void count_tail_plan_launch();
 
 // "block_m=128 block_n=128, ..." for error messages: the tile shapes
 // compiled for (dtype, head_dim), plain or serving.

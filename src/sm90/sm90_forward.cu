@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "sm90/device_info.h"
@@ -20,6 +21,13 @@
 namespace flashcore::sm90 {
 
 #include "sm90/instantiations/registry.inc"
+
+namespace {
+std::atomic<uint64_t> g_tail_plan_launches{0};
+}  // namespace
+
+uint64_t tail_plan_launches() { return g_tail_plan_launches.load(std::memory_order_relaxed); }
+void count_tail_plan_launch() { g_tail_plan_launches.fetch_add(1, std::memory_order_relaxed); }
 
 const KernelEntry* kernel_table(int* count) {
   *count = int(sizeof(kKernelTable) / sizeof(kKernelTable[0]));

@@ -92,7 +92,7 @@ std::vector<int> query_block_costs(int units, int seqlen_q, int seqlen_k, int wi
 template <class Cost>
 TailPlan make_tail_plan(int num_tiles, int grid, int full_rounds, Cost&& cost) {
   TailPlan plan;
-  int const units = (num_tiles + 1) / 2;  // pairs (and the pairs of middle tiles after them)
+  int const units = num_tiles / 2 + (num_tiles & 1);  // pairs (and a middle tile); no overflow at INT_MAX
   int const rounds = grid > 0 ? units / grid : 0;
   int const keep_rounds = rounds - full_rounds;  // rounds of pairs dealt round robin
   if (full_rounds < 0 || keep_rounds < 1 || rounds > TailPlan::kMaxRounds || grid > TailPlan::kMaxCtas) return plan;
@@ -118,7 +118,9 @@ TailPlan make_tail_plan(int num_tiles, int grid, int full_rounds, Cost&& cost) {
   std::priority_queue<Slot, std::vector<Slot>, std::greater<Slot>> least;
   for (int b = 0; b < grid; ++b) least.push({load[b], b});
   std::vector<std::vector<int>> mine(grid);
-  int64_t end = 0;
+  // The finish counts the CTAs that get no tail tile too: one of them may
+  // hold the largest load of the kept rounds (uneven costs).
+  int64_t end = *std::max_element(load.begin(), load.end());
   for (int i : order) {
     auto [l, b] = least.top();
     least.pop();

@@ -14,15 +14,19 @@
 // - full_rounds = 0 (only the partial round), calls of at most 2048 keys:
 //   the one-CTA 128-row kernels of head dim 128 (both forms) and 256 with
 //   64-key blocks. Head dim 128 causal 1k 1.8% and 2k 1.0% faster, head dim
-//   256 causal 2k 2.1%, every round faster (2026-11-27g-h100/ab1-*); at 8k
-//   keys (head dim 256, 80-key blocks) 1.7% slower, hence the bound and no
-//   plan in the 80-key kernels. That loss is the plan's code in the 80-key
-//   kernel (ptxas orders its key loop differently): with the code but no
-//   plan it is 5.8% slower at 16k, with the plan 5.3% (ab6-*); DRAM bytes
-//   and L2 hit rate do not change (call5-*). Against FLASHCORE_TAIL_LAST_ROUND=0, four
-//   rounds (ab2-*): head dim 128 causal 1k 1.0%, 2k 0.9%, 512 0.5%, head dim
-//   256 causal 2k 0.9%, 1k 0.4% faster; head dim 64's 128-row kernel level
-//   (+0.2% at 512, -0.2% at 1k), so it has no plan.
+//   256 causal 2k 2.1%, every round faster (2026-11-27g-h100/ab1-*);
+//   against FLASHCORE_TAIL_LAST_ROUND=0, four rounds (ab2-*): head dim 128
+//   causal 1k 1.0%, 2k 0.9%, 512 0.5%, head dim 256 causal 2k 0.9%, 1k 0.4%
+//   faster. The bound is where gains were measured: above it, head dim
+//   128's kernel without turns was level with a plan (4k-16k, within the
+//   rounds' spread: ab5-*, ab6-*), and head dim 256's 64-key kernel (causal
+//   calls up to 4095 keys) was not timed with one.
+//   Not given the plan: head dim 256's 80-key kernel, whose key loop ptxas
+//   orders differently with the plan's code (5.8% slower at causal 16k with
+//   that code and no plan, 5.3% with the plan: ab6-*; DRAM bytes and L2
+//   hit rate unchanged: call5-*), and head dim 64's 128-row kernel, level
+//   with the plan (+0.2% at causal 512, -0.2% at 1k: ab2-*, whose tree
+//   still gave it the plan).
 // Multicast kernels run unmasked calls only (no pairs), serving kernels
 // their own schedules.
 // FLASHCORE_TAIL_PLAN=0 builds without any plan, FLASHCORE_TAIL_LAST_ROUND=0

@@ -412,7 +412,8 @@ TEST(Sm90Forward, BatchInvariant) {
 // LSE as that sequence alone (too few tiles for a plan), with every output
 // poisoned first: a tile the plan missed stays NaN, one dealt to the wrong
 // place differs. The host test TailPlan.GpuTestCallsTakeAPlan checks that
-// these calls take a plan on a 132-SM card.
+// these calls take a plan on a 132-SM card by the model, and the launcher's
+// count (tail_plan_launches) that the kernel was given one.
 TEST(Sm90Forward, TailPlanSequencesMatchRunsAlone) {
   SKIP_WITHOUT_GPU();
   int dev = 0, sms = 0;
@@ -440,7 +441,12 @@ TEST(Sm90Forward, TailPlanSequencesMatchRunsAlone) {
     GpuRun ga(all);
     ga.args.config.block_m = t.block_m;
     ga.args.config.block_n = t.block_n;
+    uint64_t const before = flashcore::sm90::tail_plan_launches();
     ASSERT_TRUE(ga.run().ok()) << c.name();
+    uint64_t const after = flashcore::sm90::tail_plan_launches();
+    // The bits cannot show whether the plan was used: the launcher's count
+    // does (each call is one launch; alone, a sequence has too few tiles).
+    if (sms == kTailPlanSms) EXPECT_EQ(after, before + 1) << c.name() << ": no tail plan taken";
     std::vector<double> const oa = ga.out->to_vector(), la = ga.lse->to_vector();
     size_t const per_o = size_t(c.heads_q * c.seqlen_q * c.head_dim), per_l = size_t(c.heads_q * c.seqlen_q);
     Case one = c;
@@ -459,6 +465,7 @@ TEST(Sm90Forward, TailPlanSequencesMatchRunsAlone) {
       ASSERT_EQ(std::memcmp(&la[size_t(b) * per_l], ls.data(), per_l * sizeof(double)), 0)
           << c.name() << " LSE of sequence " << b;
     }
+    if (sms == kTailPlanSms) EXPECT_EQ(flashcore::sm90::tail_plan_launches(), after) << c.name() << " alone";
   }
 }
 
