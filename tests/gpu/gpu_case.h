@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -86,6 +87,29 @@ inline void copy_sequence(const CaseTensors& src, int64_t b, CaseTensors& dst) {
   for (auto [from, to] : {std::pair{&src.q, &dst.q}, {&src.k, &dst.k}, {&src.v, &dst.v}}) {
     to->for_each_index([&](int64_t, int64_t h, int64_t s, int64_t d) { to->set(0, h, s, d, from->get(b, h, s, d)); });
   }
+}
+
+// Batch invariance: batch entry `b` of `all` (case `c`), run alone with the
+// batched run's kernel config (`batch`), must give the bits of O and LSE that
+// run gave it (`batch_out`, `batch_lse`: its outputs), every output finite.
+inline void expect_sequence_alone_matches_batch(const Case& c, const CaseTensors& all, const GpuRun& batch,
+                                                const std::vector<double>& batch_out,
+                                                const std::vector<double>& batch_lse, int64_t b) {
+  Case one = c;
+  one.batch = 1;
+  CaseTensors single(one, /*fill=*/false);
+  copy_sequence(all, b, single);
+  GpuRun alone(single);
+  alone.args.config = batch.args.config;
+  ASSERT_TRUE(alone.run().ok()) << c.name() << " sequence " << b << " alone";
+  std::vector<double> const o = alone.out->to_vector(), l = alone.lse->to_vector();
+  for (double x : o) ASSERT_TRUE(std::isfinite(x)) << c.name() << " sequence " << b << " alone";
+  ASSERT_EQ(batch_out.size(), o.size() * size_t(c.batch));
+  ASSERT_EQ(batch_lse.size(), l.size() * size_t(c.batch));
+  EXPECT_EQ(std::memcmp(&batch_out[size_t(b) * o.size()], o.data(), o.size() * sizeof(double)), 0)
+      << c.name() << " O of sequence " << b;
+  EXPECT_EQ(std::memcmp(&batch_lse[size_t(b) * l.size()], l.data(), l.size() * sizeof(double)), 0)
+      << c.name() << " LSE of sequence " << b;
 }
 
 inline double lse_max_rel_err(const std::vector<double>& got, const std::vector<double>& ref) {

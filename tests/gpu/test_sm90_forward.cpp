@@ -393,16 +393,9 @@ TEST(Sm90Forward, BatchInvariant) {
     big.causal = true;
     big.seed = data_seed();
     CaseTensors all(big);
-    Case one = big;
-    one.batch = 1;
-    CaseTensors single(one, /*fill=*/false);
-    copy_sequence(all, 3, single);
-    GpuRun ga(all), gs(single);
+    GpuRun ga(all);
     ASSERT_TRUE(ga.run().ok());
-    ASSERT_TRUE(gs.run().ok());
-    std::vector<double> oa = ga.out->to_vector(), os = gs.out->to_vector();
-    size_t per = size_t(4 * 777 * 64);
-    for (size_t i = 0; i < per; ++i) ASSERT_EQ(std::memcmp(&oa[3 * per + i], &os[i], sizeof(double)), 0) << i;
+    expect_sequence_alone_matches_batch(big, all, ga, ga.out->to_vector(), ga.lse->to_vector(), 3);
   }
 }
 
@@ -446,26 +439,14 @@ TEST(Sm90Forward, TailPlanSequencesMatchRunsAlone) {
     uint64_t const after = flashcore::sm90::tail_plan_launches();
     // The bits cannot show whether the plan was used: the launcher's count
     // does (each call is one launch; alone, a sequence has too few tiles).
-    if (sms == kTailPlanSms) EXPECT_EQ(after, before + 1) << c.name() << ": no tail plan taken";
-    std::vector<double> const oa = ga.out->to_vector(), la = ga.lse->to_vector();
-    size_t const per_o = size_t(c.heads_q * c.seqlen_q * c.head_dim), per_l = size_t(c.heads_q * c.seqlen_q);
-    Case one = c;
-    one.batch = 1;
-    for (int64_t b = 0; b < c.batch; ++b) {
-      CaseTensors single(one, /*fill=*/false);
-      copy_sequence(all, b, single);
-      GpuRun gs(single);
-      gs.args.config.block_m = t.block_m;
-      gs.args.config.block_n = t.block_n;
-      ASSERT_TRUE(gs.run().ok()) << c.name();
-      std::vector<double> const os = gs.out->to_vector(), ls = gs.lse->to_vector();
-      for (double x : os) ASSERT_TRUE(std::isfinite(x)) << c.name() << " sequence " << b << " alone";
-      ASSERT_EQ(std::memcmp(&oa[size_t(b) * per_o], os.data(), per_o * sizeof(double)), 0)
-          << c.name() << " O of sequence " << b;
-      ASSERT_EQ(std::memcmp(&la[size_t(b) * per_l], ls.data(), per_l * sizeof(double)), 0)
-          << c.name() << " LSE of sequence " << b;
+    if (sms == kTailPlanSms) {
+      EXPECT_EQ(after, before + 1) << c.name() << ": no tail plan taken";
     }
-    if (sms == kTailPlanSms) EXPECT_EQ(flashcore::sm90::tail_plan_launches(), after) << c.name() << " alone";
+    std::vector<double> const oa = ga.out->to_vector(), la = ga.lse->to_vector();
+    for (int64_t b = 0; b < c.batch; ++b) expect_sequence_alone_matches_batch(c, all, ga, oa, la, b);
+    if (sms == kTailPlanSms) {
+      EXPECT_EQ(flashcore::sm90::tail_plan_launches(), after) << c.name() << " alone";
+    }
   }
 }
 
@@ -496,15 +477,7 @@ TEST(Sm90Forward, GqaPackedDecode) {
     EXPECT_LT(rel_frobenius(gpu.out->to_vector(), ref.out), tolerance(c.dtype)) << c.name();
     EXPECT_LT(lse_max_rel_err(gpu.lse->to_vector(), ref.lse), 1e-3) << c.name();
     // Sequence 2 alone gives the same bits as inside the batch.
-    Case one = c;
-    one.batch = 1;
-    CaseTensors single(one, /*fill=*/false);
-    copy_sequence(host, 2, single);
-    GpuRun gs(single);
-    ASSERT_TRUE(gs.run().ok());
-    std::vector<double> all = gpu.out->to_vector(), alone = gs.out->to_vector();
-    size_t per = size_t(c.heads_q * c.head_dim);
-    ASSERT_EQ(std::memcmp(&all[2 * per], alone.data(), per * sizeof(double)), 0) << c.name();
+    expect_sequence_alone_matches_batch(c, host, gpu, gpu.out->to_vector(), gpu.lse->to_vector(), 2);
   }
 }
 
