@@ -390,15 +390,15 @@ class _CheckResult:
 def _fake_runner(bes, timed, crash_on=None, sync_fails_after_crash=True):
     state = {"dead": False}
 
-    def time_eager(call, n_sets, trials, warmup):
+    def eager_samples(call, n_sets, trials, warmup, start):
         call(0)
         if crash_on is not None and crash_on[0] is timed.get("current"):
             state["dead"] = sync_fails_after_crash
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
-        return timing.Stats.from_samples([10.0, 11.0, 12.0])
+        return [10.0, 11.0, 12.0]
 
-    def time_graph(call, n_sets, replays, calls):
-        return timing.Stats.from_samples([5.0, 5.0, 6.0])
+    def graph_timer(call, n_sets, calls):
+        return _FakeGraphTimer()
 
     def sync():
         if state["dead"]:
@@ -410,9 +410,24 @@ def _fake_runner(bes, timed, crash_on=None, sync_fails_after_crash=True):
     r = runner_mod.Runner(bes, runner_mod.RunOptions(trials=3), None,
                           make_inputs=lambda shape, n, seed: Inputs(),
                           check=lambda shape, q, k, v, out: _CheckResult(out != "wrong"),
-                          time_eager=time_eager, time_graph=time_graph,
+                          eager_samples=eager_samples, graph_timer=graph_timer,
                           synchronize=sync, cleanup=lambda: None)
     return r
+
+
+class _FakeGraphTimer:
+    def __init__(self, fail_on_chunk=None):
+        self.chunks, self.closed, self.fail_on_chunk = [], False, fail_on_chunk
+
+    def samples(self, n, warmup=0):
+        assert not self.closed
+        self.chunks.append((n, warmup))
+        if len(self.chunks) == self.fail_on_chunk:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return [5.0, 5.0, 6.0]
+
+    def close(self):
+        self.closed = True
 
 
 def test_runner_statuses():
@@ -444,7 +459,7 @@ def test_runner_no_graph_and_large_shapes():
     assert rows[0].us_graph is None and rows[0].status == "ok"
     r = _fake_runner(bes, {})
     big = suites.Shape("fa3", 1, 16, 16, 16384, 16384, 128, False, "bf16")
-    r.time_eager = lambda call, n, t, w: timing.Stats.from_samples([3000.0])
+    r.eager_samples = lambda call, n, t, w, s: [3000.0]
     rows = r.run([big])
     assert rows[0].us_graph is None and rows[0].us_eager == 3000.0 and rows[0].rot_sets == 1
 
@@ -455,8 +470,7 @@ def test_runner_graph_policy_is_per_shape_and_order_kept():
     bes = [_FakeBackend("flashcore", "wrong"), _FakeBackend("sdpa-flash", "ok"),
            _FakeBackend("sdpa-cudnn", "ok")]
     r = _fake_runner(bes, {})
-    eager = iter([250.0, 150.0])
-    r.time_eager = lambda call, n, t, w: timing.Stats.from_samples([next(eager)])
+    r.eager_samples = lambda call, n, t, w, s: [250.0 if call.__self__ in bes[1].prepared else 150.0]
     rows = r.run([suites.fa3_shapes()[0]])
     assert [row.backend for row in rows] == ["flashcore", "sdpa-flash", "sdpa-cudnn"]
     assert rows[0].status == "WRONG" and rows[0].us_graph is None
@@ -464,7 +478,7 @@ def test_runner_graph_policy_is_per_shape_and_order_kept():
     assert rows[2].us_eager == 150.0 and rows[2].us_graph == 5.0
     # ... and none of them when every eager time is above it
     r = _fake_runner(bes, {})
-    r.time_eager = lambda call, n, t, w: timing.Stats.from_samples([900.0])
+    r.eager_samples = lambda call, n, t, w, s: [900.0]
     rows = r.run([suites.fa3_shapes()[0]])
     assert all(row.us_graph is None for row in rows)
 
@@ -585,6 +599,85 @@ def test_runner_cuda_fault_stops_cleanly():
     assert rows[0].status == "error" and "illegal memory access" in rows[0].reason
     assert r.dead
     assert all(row.status == "error" and "CUDA context lost" in row.reason for row in rows[1:])
+
+
+def test_split_trials():
+    assert runner_mod.split_trials(200, 10) == [20] * 10
+    assert runner_mod.split_trials(3, 10) == [1, 1, 1]
+    assert runner_mod.split_trials(25, 10) == [3] * 5 + [2] * 5
+    assert runner_mod.split_trials(7, 1) == [7]
+    assert runner_mod.split_trials(0, 10) == []
+
+
+def test_runner_interleaves_contenders_in_rounds():
+    """Each contender's 200 calls in 10 chunks of 20, the contenders taking
+    turns (the first rotating each round), full warm-up before a contender's
+    first chunk and 2 calls before each later one, and one running rotation
+    position across everything timed; medians over all chunks."""
+    bes = [_FakeBackend(n, "ok") for n in ("flashcore", "sdpa-flash", "sdpa-cudnn")]
+    chunks = []
+
+    def eager_samples(call, n_sets, trials, warmup, start):
+        name = next(be.name for be in bes if call.__self__ in be.prepared)
+        chunks.append((name, trials, warmup, start))
+        base = {"flashcore": 100.0, "sdpa-flash": 200.0, "sdpa-cudnn": 300.0}[name]
+        return [base + len(chunks) + i for i in range(trials)]
+
+    r = _fake_runner(bes, {})
+    r.eager_samples = eager_samples
+    r.opts.trials, r.opts.graph = 200, False
+    big = suites.Shape("fa3", 1, 16, 16, 16384, 16384, 128, False, "bf16")
+    rows = r.run([big])
+    assert len(chunks) == 30
+    names = [c[0] for c in chunks]
+    for rnd in range(10):
+        first = ["flashcore", "sdpa-flash", "sdpa-cudnn"][rnd % 3]
+        assert names[3 * rnd] == first
+        assert sorted(names[3 * rnd:3 * rnd + 3]) == ["flashcore", "sdpa-cudnn", "sdpa-flash"]
+    assert all(c[1] == 20 for c in chunks)
+    assert [c[2] for c in chunks] == [10] * 3 + [2] * 27
+    pos = 0
+    for _, n, warm, start in chunks:
+        assert start == pos
+        pos += warm + n
+    for row, base in zip(rows, (100.0, 200.0, 300.0)):
+        mine = sorted(base + k + 1 + i for k, c in enumerate(chunks) if c[0] == row.backend for i in range(20))
+        assert row.trials == 200 and row.us_eager == pytest.approx(timing.percentile(mine, 50))
+        assert row.us_p90 == pytest.approx(timing.percentile(mine, 90))
+
+
+def test_runner_interleaved_failures_stay_with_their_contender():
+    """An eager failure that leaves the device healthy drops only that
+    contender; a failed graph replay keeps the eager numbers and closes every
+    graph."""
+    bes = [_FakeBackend(n, "ok") for n in ("flashcore", "sdpa-flash", "sdpa-cudnn")]
+    count = {"flashcore": 0}
+
+    def eager_samples(call, n_sets, trials, warmup, start):
+        if call.__self__ in bes[0].prepared:
+            count["flashcore"] += 1
+            if count["flashcore"] == 4:
+                raise ValueError("out of memory in chunk 4")
+        return [150.0]
+
+    timers = []
+
+    def graph_timer(call, n_sets, calls):
+        timers.append(_FakeGraphTimer(fail_on_chunk=3 if call.__self__ in bes[2].prepared else None))
+        return timers[-1]
+
+    r = _fake_runner(bes, {})
+    r.eager_samples, r.graph_timer = eager_samples, graph_timer
+    r.opts.trials, r.opts.graph_replays = 200, 50
+    rows = r.run([suites.fa3_shapes()[0]])
+    assert rows[0].status == "error" and "eager timing" in rows[0].reason and "chunk 4" in rows[0].reason
+    assert count["flashcore"] == 4 and not r.dead
+    assert rows[1].status == "ok" and rows[1].us_eager == 150.0 and rows[1].trials == 10
+    assert rows[1].us_graph == 5.0 and rows[1].graph_calls is not None
+    assert rows[2].status == "ok" and rows[2].us_eager == 150.0 and rows[2].us_graph is None
+    assert "graph capture/replay failed" in rows[2].reason
+    assert len(timers) == 2 and all(t.closed for t in timers)
+    assert timers[0].chunks == [(5, 1)] * 10 and len(timers[1].chunks) == 3
 
 
 def test_classify_failure():

@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=200, help="timed eager calls per backend x shape (default 200)")
     p.add_argument("--warmup", type=int, default=10, help="untimed calls before timing (default 10)")
     p.add_argument("--replays", type=int, default=50, help="timed graph replays (default 50)")
+    p.add_argument("--rounds", type=int, default=10,
+                   help="rounds the timed calls (and replays) of a shape are split into, the contenders taking "
+                        "turns in each (default 10; 1: each contender's calls in one block)")
     p.add_argument("--no-graph", action="store_true", help="skip CUDA-graph timing")
     p.add_argument("--backends", default="all",
                    help=f"comma-separated subset of {','.join(ALL_BACKENDS)} (default: all; aliases: fc, "
@@ -70,8 +73,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
         args.backend_names = parse_backends(args.backends)
     except ValueError as exc:
         p.error(str(exc))
-    if args.trials < 1 or args.replays < 1 or args.warmup < 0:
-        p.error("--trials and --replays must be >= 1, --warmup >= 0")
+    if args.trials < 1 or args.replays < 1 or args.warmup < 0 or args.rounds < 1:
+        p.error("--trials, --replays and --rounds must be >= 1, --warmup >= 0")
     if args.trials < 200:
         print(f"flashcore-bench: note: --trials {args.trials} is below the 200 the method calls for",
               file=sys.stderr)
@@ -140,13 +143,16 @@ def gpu_main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
 
     def write_outputs(rows, final: bool) -> None:
         report.finalize(rows, ceilings.matmul_tflops)
-        header = env_lines + ceiling_lines() + METRIC_NOTES
+        header = env_lines + ceiling_lines() + METRIC_NOTES + [
+            f"rounds={args.rounds}: a shape's timed calls (and graph replays) are split into that many rounds, "
+            "the contenders taking turns in each (the first rotating), medians over all rounds"]
         if not final:
             header = header + ["PARTIAL: run still in progress or interrupted"]
         report.write_csv(csv_path, rows, header)
 
     runner = Runner(backends, RunOptions(trials=args.trials, warmup=args.warmup, graph=not args.no_graph,
-                                         graph_replays=args.replays, l2_bytes=env.l2_bytes()),
+                                         graph_replays=args.replays, rounds=args.rounds,
+                                         l2_bytes=env.l2_bytes()),
                     progress, on_shape_done=lambda rows: write_outputs(rows, final=False))
     interrupted = False
     try:

@@ -1,5 +1,6 @@
-"""Drives the measurements: shapes in order, every contender back-to-back on
-each shape (so they share thermal and clock conditions), check before time.
+"""Drives the measurements: shapes in order; on each shape every contender is
+checked first, then timed in interleaved rounds (so they share thermal and
+clock conditions: Runner.time_eager_interleaved).
 A contender restricted to some suites (Backend.suites) is left out, without a
 row, on the shapes of the others.
 
@@ -19,7 +20,11 @@ from . import report
 from .backends import Backend, applicable, classify_failure, is_cuda_failure, summarize_exception
 from .report import Row
 from .suites import Shape, io_bytes, uses_graph
-from .timing import GRAPH_REPLAYS, WARMUP, graph_call_count, rotation_count
+from .timing import GRAPH_REPLAYS, WARMUP, Stats, graph_call_count, rotation_count
+
+# Rounds the timed calls of a shape are split into, the contenders taking
+# turns in each (Runner.time_eager_interleaved).
+ROUNDS = 10
 
 
 @dataclasses.dataclass
@@ -29,6 +34,7 @@ class RunOptions:
     graph: bool = True
     graph_replays: int = GRAPH_REPLAYS
     graph_threshold_us: float = 200.0
+    rounds: int = ROUNDS
     l2_bytes: int = 50 * 10**6
 
 
@@ -44,16 +50,33 @@ def _default_check(shape: Shape, q, k, v, out):
     return check_output(shape, q, k, v, out)
 
 
-def _default_time_eager(call, n_sets, trials, warmup):
-    from .timing import time_eager
+def _default_eager_samples(call, n_sets, trials, warmup, start):
+    from .timing import eager_samples
 
-    return time_eager(call, n_sets, trials, warmup)
+    return eager_samples(call, n_sets, trials, warmup, start)
 
 
-def _default_time_graph(call, n_sets, replays, calls):
-    from .timing import time_graph
+def _default_graph_timer(call, n_sets, calls):
+    from .timing import GraphTimer
 
-    return time_graph(call, n_sets, replays, calls)
+    return GraphTimer(call, n_sets, calls)
+
+
+def split_trials(total: int, rounds: int) -> List[int]:
+    """`total` calls in at most `rounds` chunks of sizes differing by at most
+    one, none empty."""
+    rounds = max(1, min(rounds, total))
+    return [total // rounds + (1 if r < total % rounds else 0) for r in range(rounds)] if total > 0 else []
+
+
+@dataclasses.dataclass
+class _Contender:
+    """A checked contender of one shape while it is timed."""
+
+    row: Row
+    prepared: object
+    samples: List[float] = dataclasses.field(default_factory=list)
+    alive: bool = True
 
 
 def _default_sync():
@@ -75,7 +98,7 @@ def _default_cleanup():
 class Runner:
     def __init__(self, backends: Sequence[Backend], opts: RunOptions, progress=None, *,
                  make_inputs: Callable = _default_make_inputs, check: Callable = _default_check,
-                 time_eager: Callable = _default_time_eager, time_graph: Callable = _default_time_graph,
+                 eager_samples: Callable = _default_eager_samples, graph_timer: Callable = _default_graph_timer,
                  synchronize: Callable = _default_sync, cleanup: Callable = _default_cleanup,
                  on_shape_done: Optional[Callable[[List[Row]], None]] = None):
         self.backends = list(backends)
@@ -83,8 +106,8 @@ class Runner:
         self.progress = progress
         self.make_inputs = make_inputs
         self.check = check
-        self.time_eager = time_eager
-        self.time_graph = time_graph
+        self.eager_samples = eager_samples
+        self.graph_timer = graph_timer
         self.synchronize = synchronize
         self.cleanup = cleanup
         self.on_shape_done = on_shape_done
@@ -149,51 +172,140 @@ class Runner:
             self.dead = self._health()
             return
         try:
-            # Phase 1, every contender back-to-back: check, then eager timing.
+            # Phase 1, every contender in turn: prepare and check.
             results: List[Row] = []        # in backend order, emitted at the end
-            timed = []                     # (row, prepared) that passed and were timed
+            checked: List[_Contender] = []  # those that passed, to be timed
             for be in bes:
                 if self.dead:
                     row = Row.for_shape(shape, be.name)
                     row.status, row.reason = report.STATUS_ERROR, f"not run: CUDA context lost earlier ({self.dead})"
                 else:
-                    row, prepared = self.check_and_time_eager(shape, be, inputs, n_sets)
+                    row, prepared = self.prepare_and_check(shape, be, inputs, n_sets)
                     if row.status == report.STATUS_ERROR:
                         self.dead = self._health()
                     if row.status == report.STATUS_OK and prepared is not None:
-                        timed.append((row, prepared))
+                        checked.append(_Contender(row, prepared))
                 results.append(row)
                 self._tick(f"{be.name} {shape.label}")
-            # Phase 2, graph mode, decided once per shape so every contender on
+            # Phase 2, eager timing, the contenders interleaved.
+            if checked and not self.dead:
+                self.time_eager_interleaved(checked, n_sets)
+            timed = [c for c in checked if c.row.status == report.STATUS_OK]
+            # Phase 3, graph mode, decided once per shape so every contender on
             # a shape is timed the same way (and compared on the same basis).
             want_graph = self.opts.graph and any(
-                uses_graph(shape, row.us_eager, self.opts.graph_threshold_us) for row, _ in timed)
-            for row, prepared in timed:
-                if not want_graph:
-                    continue
+                uses_graph(shape, c.row.us_eager, self.opts.graph_threshold_us) for c in timed)
+            if want_graph and timed:
                 if self.dead:
-                    row.add_reason("graph mode not run: CUDA context lost")
-                    continue
-                self.time_graph_mode(shape, prepared, n_sets, row)
-            del timed
+                    for c in timed:
+                        c.row.add_reason("graph mode not run: CUDA context lost")
+                else:
+                    self.time_graph_interleaved(timed, n_sets)
+            del timed, checked
             for row in results:
                 self._emit(row, tick=False)
         finally:
             del inputs
             self.cleanup()
 
-    def run_one(self, shape: Shape, be: Backend, inputs, n_sets: int) -> Row:
-        """One contender on one shape, eager then graph as the policy says;
-        never raises. (run() interleaves the phases across contenders.)"""
-        row, prepared = self.check_and_time_eager(shape, be, inputs, n_sets)
-        if (row.status == report.STATUS_OK and prepared is not None and self.opts.graph
-                and uses_graph(shape, row.us_eager, self.opts.graph_threshold_us)):
-            self.time_graph_mode(shape, prepared, n_sets, row)
-        return row
+    # --------------------------------------------------------- interleaving
+    # Under the card's power cap its clock drops with sustained load and
+    # recovers in pauses (docs/kernels.md, "Energy per call"), so a contender
+    # timed in one block right after a host pause (its correctness check)
+    # can meet another clock state than the next one. Each contender's calls
+    # are therefore timed in `rounds` chunks, the contenders taking turns
+    # within a round (who goes first rotates each round), and its median is
+    # over all its chunks. The rotation sets continue across contenders
+    # (eager: one running position; graphs: every replay walks all sets), so
+    # a call's inputs were last touched a whole rotation earlier, as in one
+    # block.
+    def _round_order(self, contenders, r):
+        k = r % len(contenders)
+        return contenders[k:] + contenders[:k]
 
-    def check_and_time_eager(self, shape: Shape, be: Backend, inputs, n_sets: int):
-        """(row, prepared); prepared is None when the contender did not get as
-        far as timing. Never raises."""
+    def _chunk_failed(self, c: "_Contender", exc: Exception, what: str) -> None:
+        c.alive = False
+        _, reason = classify_failure(c.row.backend, exc)
+        c.row.status, c.row.reason = report.STATUS_ERROR, f"{what}: {reason}"
+        self.dead = self._health()
+
+    def time_eager_interleaved(self, contenders: List["_Contender"], n_sets: int) -> None:
+        """Eager medians of `opts.trials` calls each, in interleaved rounds:
+        `opts.warmup` untimed calls before a contender's first chunk, 2 before
+        each later one (their set positions advance too). A failure drops
+        that contender with an error row."""
+        chunks = split_trials(self.opts.trials, self.opts.rounds)
+        pos = 0
+        for r, n in enumerate(chunks):
+            for c in self._round_order(contenders, r):
+                if not c.alive or self.dead:
+                    continue
+                warm = self.opts.warmup if r == 0 else min(2, self.opts.warmup)
+                try:
+                    with c.prepared.context():
+                        c.samples += list(self.eager_samples(c.prepared.call, n_sets, n, warm, pos))
+                except Exception as exc:  # noqa: BLE001
+                    self._chunk_failed(c, exc, "eager timing")
+                pos += warm + n
+        for c in contenders:
+            if c.alive and c.samples:
+                st = Stats.from_samples(c.samples)
+                c.row.us_eager, c.row.us_p10, c.row.us_p90, c.row.trials = st.median, st.p10, st.p90, st.n
+            elif c.alive:  # not timed: the context was lost before its turn
+                c.row.status = report.STATUS_ERROR
+                c.row.reason = f"not timed: CUDA context lost ({self.dead})"
+            c.samples = []
+
+    def time_graph_interleaved(self, contenders: List["_Contender"], n_sets: int) -> None:
+        """Graph medians of `opts.graph_replays` replays each, in interleaved
+        rounds (one untimed replay before each chunk). A failed capture or
+        replay is noted in the row, which keeps its eager numbers, unless it
+        took the CUDA context down."""
+        calls = graph_call_count(n_sets)
+        timers = {}
+        try:
+            for c in contenders:
+                if self.dead:
+                    c.row.add_reason("graph mode not run: CUDA context lost")
+                    continue
+                try:
+                    with c.prepared.context():
+                        timers[id(c)] = self.graph_timer(c.prepared.call, n_sets, calls)
+                except Exception as exc:  # noqa: BLE001
+                    self._graph_failed(c, exc)
+            live = [c for c in contenders if id(c) in timers]
+            samples = {id(c): [] for c in live}
+            for r, n in enumerate(split_trials(self.opts.graph_replays, self.opts.rounds)):
+                for c in self._round_order(live, r):
+                    if id(c) not in timers or self.dead:
+                        continue
+                    try:
+                        with c.prepared.context():
+                            samples[id(c)] += list(timers[id(c)].samples(n, warmup=1))
+                    except Exception as exc:  # noqa: BLE001
+                        timers.pop(id(c)).close()
+                        self._graph_failed(c, exc)
+            for c in live:
+                if id(c) in timers and samples[id(c)] and not self.dead:
+                    gs = Stats.from_samples(samples[id(c)])
+                    c.row.us_graph, c.row.us_graph_p10, c.row.us_graph_p90 = gs.median, gs.p10, gs.p90
+                    c.row.graph_calls = calls
+                elif id(c) in timers:
+                    c.row.add_reason("graph mode not finished: CUDA context lost")
+        finally:
+            for t in timers.values():
+                t.close()
+
+    def _graph_failed(self, c: "_Contender", exc: Exception) -> None:
+        c.row.add_reason(f"graph capture/replay failed: {summarize_exception(exc, 200)}")
+        if is_cuda_failure(exc):
+            self.dead = self._health()
+            if self.dead:
+                c.row.status = report.STATUS_ERROR
+
+    def prepare_and_check(self, shape: Shape, be: Backend, inputs, n_sets: int):
+        """(row, prepared); prepared is None when the contender did not pass
+        its check (or did not get that far). Never raises."""
         row = Row.for_shape(shape, be.name)
         row.rot_sets = n_sets
         try:
@@ -203,29 +315,13 @@ class Runner:
             return row, None
         try:
             with prepared.context():
-                self._check_and_time(shape, prepared, inputs, n_sets, row)
+                self._check(shape, prepared, inputs, row)
         except Exception as exc:  # noqa: BLE001 - e.g. the backend context itself failed
             row.status, row.reason = report.STATUS_ERROR, summarize_exception(exc)
             return row, None
         return row, (prepared if row.status == report.STATUS_OK else None)
 
-    def time_graph_mode(self, shape: Shape, prepared, n_sets: int, row: Row) -> None:
-        """Graph timing into `row`; a failure is noted in the row and keeps the
-        eager numbers, unless it took the CUDA context down."""
-        calls = graph_call_count(n_sets)
-        try:
-            with prepared.context():
-                gs = self.time_graph(prepared.call, n_sets, self.opts.graph_replays, calls)
-            row.us_graph, row.us_graph_p10, row.us_graph_p90 = gs.median, gs.p10, gs.p90
-            row.graph_calls = calls
-        except Exception as exc:  # noqa: BLE001
-            row.add_reason(f"graph capture/replay failed: {summarize_exception(exc, 200)}")
-            if is_cuda_failure(exc):
-                self.dead = self._health()
-                if self.dead:
-                    row.status = report.STATUS_ERROR
-
-    def _check_and_time(self, shape: Shape, prepared, inputs, n_sets: int, row: Row) -> Row:
+    def _check(self, shape: Shape, prepared, inputs, row: Row) -> Row:
         # 1. Correctness first: a wrong kernel is reported, never timed.
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -256,13 +352,4 @@ class Runner:
             row.status = report.STATUS_WRONG
             row.add_reason(res.detail)
             return row
-
-        # 2. Eager: every call between its own pair of events.
-        try:
-            st = self.time_eager(prepared.call, n_sets, self.opts.trials, self.opts.warmup)
-        except Exception as exc:  # noqa: BLE001
-            _, reason = classify_failure(row.backend, exc)
-            row.status, row.reason = report.STATUS_ERROR, f"eager timing: {reason}"
-            return row
-        row.us_eager, row.us_p10, row.us_p90, row.trials = st.median, st.p10, st.p90, st.n
         return row

@@ -74,9 +74,12 @@ def graph_call_count(n_sets: int, base: int = GRAPH_CALLS) -> int:
 
 # ------------------------------------------------------------------ eager mode
 
-def time_eager(call: Callable[[int], object], n_sets: int, trials: int,
-               warmup: int = WARMUP) -> Stats:
-    """Each call between its own pair of events on the current stream.
+def eager_samples(call: Callable[[int], object], n_sets: int, trials: int,
+                  warmup: int = WARMUP, start: int = 0) -> List[float]:
+    """Per-call times (us), each call between its own pair of events on the
+    current stream; call k (warm-up calls first) uses rotation set
+    (start + k) % n_sets, so chunks timed one after another, of one contender
+    or several, continue one walk over the sets (runner.py interleaves them).
 
     The events bracket what the GPU sees between two host enqueues, so for
     launch-bound sizes this includes the host dispatch gap, as a model's eager
@@ -85,65 +88,92 @@ def time_eager(call: Callable[[int], object], n_sets: int, trials: int,
     """
     import torch
 
+    n_sets = max(1, n_sets)
     for i in range(warmup):
-        call(i % n_sets)
+        call((start + i) % n_sets)
     torch.cuda.synchronize()
+    first = start + warmup
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(trials)]
     for i in range(trials):
         starts[i].record()
-        call(i % n_sets)
+        call((first + i) % n_sets)
         ends[i].record()
     torch.cuda.synchronize()
-    return Stats.from_samples([s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)])
+    return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+
+
+def time_eager(call: Callable[[int], object], n_sets: int, trials: int,
+               warmup: int = WARMUP) -> Stats:
+    """eager_samples in one block, summarized."""
+    return Stats.from_samples(eager_samples(call, n_sets, trials, warmup))
 
 
 # ------------------------------------------------------------------ graph mode
 
-def time_graph(call: Callable[[int], object], n_sets: int, replays: int = GRAPH_REPLAYS,
-               calls_per_graph: Optional[int] = None) -> Stats:
-    """Capture `calls_per_graph` calls (cycling over the rotation sets) in one
-    CUDA graph, replay it, and report per-call time = replay time / calls.
+class GraphTimer:
+    """`calls_per_graph` calls (cycling over the rotation sets) captured in one
+    CUDA graph; samples() replays it and gives per-call times = replay time /
+    calls. Replays are timed one by one with events so the spread is real, not
+    a single averaged number. Each replay walks every set from 0 (the call
+    count is a whole number of passes: graph_call_count), so back-to-back
+    replays of different contenders' graphs keep the rotation's distance.
+    close() frees the graph's private memory pool."""
 
-    Replays are timed one by one with events so the spread is real, not a
-    single averaged number.
-    """
-    import torch
+    def __init__(self, call: Callable[[int], object], n_sets: int, calls_per_graph: Optional[int] = None):
+        import torch
 
-    n_calls = calls_per_graph or graph_call_count(n_sets)
-    # Warm up on a side stream before capture, as torch.cuda.graphs requires:
-    # lazy initialisation (cuBLAS/cuDNN handles, workspace allocation, kernel
-    # selection caches) must not happen inside the capture.
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for i in range(3):
-            call(i % n_sets)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
+        self.n_calls = calls_per_graph or graph_call_count(n_sets)
+        # Warm up on a side stream before capture, as torch.cuda.graphs
+        # requires: lazy initialisation (cuBLAS/cuDNN handles, workspace
+        # allocation, kernel selection caches) must not happen inside the
+        # capture.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for i in range(3):
+                call(i % n_sets)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(self.graph):
+                for i in range(self.n_calls):
+                    call(i % n_sets)
+            torch.cuda.synchronize()
+        except BaseException:
+            self.close()
+            raise
 
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(n_calls):
-            call(i % n_sets)
-    torch.cuda.synchronize()
-    try:
-        for _ in range(3):
-            graph.replay()
+    def samples(self, replays: int, warmup: int = 0) -> List[float]:
+        import torch
+
+        for _ in range(warmup):
+            self.graph.replay()
         torch.cuda.synchronize()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
         for r in range(replays):
             starts[r].record()
-            graph.replay()
+            self.graph.replay()
             ends[r].record()
         torch.cuda.synchronize()
-        per_call = [s.elapsed_time(e) * 1e3 / n_calls for s, e in zip(starts, ends)]
-    finally:
+        return [s.elapsed_time(e) * 1e3 / self.n_calls for s, e in zip(starts, ends)]
+
+    def close(self) -> None:
         # The graph holds its private memory pool; free it before the next
-        # backend allocates, so big shapes do not run out of memory.
-        del graph
-    return Stats.from_samples(per_call)
+        # shape allocates, so big shapes do not run out of memory.
+        self.graph = None
+
+
+def time_graph(call: Callable[[int], object], n_sets: int, replays: int = GRAPH_REPLAYS,
+               calls_per_graph: Optional[int] = None) -> Stats:
+    """One GraphTimer, 3 untimed replays, then `replays` timed ones, summarized."""
+    timer = GraphTimer(call, n_sets, calls_per_graph)
+    try:
+        return Stats.from_samples(timer.samples(replays, warmup=3))
+    finally:
+        timer.close()
 
 
 # ------------------------------------------------------------------- ceilings
