@@ -601,6 +601,27 @@ def test_runner_cuda_fault_stops_cleanly():
     assert all(row.status == "error" and "CUDA context lost" in row.reason for row in rows[1:])
 
 
+def test_runner_fault_in_a_later_check_leaves_no_untimed_ok_row():
+    """A contender whose check takes the CUDA context down: those checked
+    before it are not timed (timing comes after every check) and say so."""
+    class _Crash(_FakeBackend):
+        def prepare(self, shape, inputs):
+            p = super().prepare(shape, inputs)
+            def boom():
+                state["dead"] = True
+                raise RuntimeError("CUDA error: an illegal memory access was encountered")
+            p.check_call = boom
+            return p
+
+    state = {"dead": False}
+    bes = [_FakeBackend("sdpa-cudnn", "ok"), _Crash("flashcore", "ok")]
+    r = _fake_runner(bes, {})
+    r.synchronize = lambda: (_ for _ in ()).throw(RuntimeError("CUDA error: illegal")) if state["dead"] else None
+    rows = r.run(suites.seeds_shapes(quick=True)[:1])
+    assert rows[0].backend == "sdpa-cudnn" and rows[0].status == "error" and "not timed" in rows[0].reason
+    assert rows[1].status == "error" and rows[0].us_eager is None and r.dead
+
+
 def test_split_trials():
     assert runner_mod.split_trials(200, 10) == [20] * 10
     assert runner_mod.split_trials(3, 10) == [1, 1, 1]

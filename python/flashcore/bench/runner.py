@@ -187,8 +187,9 @@ class Runner:
                         checked.append(_Contender(row, prepared))
                 results.append(row)
                 self._tick(f"{be.name} {shape.label}")
-            # Phase 2, eager timing, the contenders interleaved.
-            if checked and not self.dead:
+            # Phase 2, eager timing, the contenders interleaved (after a
+            # CUDA fault in a later check, none of them: error rows).
+            if checked:
                 self.time_eager_interleaved(checked, n_sets)
             timed = [c for c in checked if c.row.status == report.STATUS_OK]
             # Phase 3, graph mode, decided once per shape so every contender on
