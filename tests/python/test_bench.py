@@ -622,6 +622,24 @@ def test_runner_fault_in_a_later_check_leaves_no_untimed_ok_row():
     assert rows[1].status == "error" and rows[0].us_eager is None and r.dead
 
 
+def test_round_order_is_a_williams_design():
+    """Every round a permutation; over one cycle of rounds (n, or 2n for odd
+    n) each contender is first equally often and directly follows each other
+    one equally often."""
+    import collections
+    for n in range(1, 8):
+        cycle = n if n % 2 == 0 else 2 * n
+        rows = [runner_mod.round_order(n, r) for r in range(cycle)]
+        assert all(sorted(row) == list(range(n)) for row in rows)
+        assert rows == [runner_mod.round_order(n, r + cycle) for r in range(cycle)]
+        if n == 1:
+            continue
+        firsts = collections.Counter(row[0] for row in rows)
+        assert set(firsts.values()) == {cycle // n}
+        follows = collections.Counter((a, b) for row in rows for a, b in zip(row, row[1:]))
+        assert len(follows) == n * (n - 1) and set(follows.values()) == {cycle // n}, (n, follows)
+
+
 def test_split_trials():
     assert runner_mod.split_trials(200, 10) == [20] * 10
     assert runner_mod.split_trials(3, 10) == [1, 1, 1]
@@ -632,7 +650,7 @@ def test_split_trials():
 
 def test_runner_interleaves_contenders_in_rounds():
     """Each contender's 200 calls in 10 chunks of 20, the contenders taking
-    turns (the first rotating each round), full warm-up before a contender's
+    turns (round_order), full warm-up before a contender's
     first chunk and 2 calls before each later one, and one running rotation
     position across everything timed; medians over all chunks."""
     bes = [_FakeBackend(n, "ok") for n in ("flashcore", "sdpa-flash", "sdpa-cudnn")]
@@ -651,10 +669,9 @@ def test_runner_interleaves_contenders_in_rounds():
     rows = r.run([big])
     assert len(chunks) == 30
     names = [c[0] for c in chunks]
+    order = ["flashcore", "sdpa-flash", "sdpa-cudnn"]
     for rnd in range(10):
-        first = ["flashcore", "sdpa-flash", "sdpa-cudnn"][rnd % 3]
-        assert names[3 * rnd] == first
-        assert sorted(names[3 * rnd:3 * rnd + 3]) == ["flashcore", "sdpa-cudnn", "sdpa-flash"]
+        assert names[3 * rnd:3 * rnd + 3] == [order[i] for i in runner_mod.round_order(3, rnd)]
     assert all(c[1] == 20 for c in chunks)
     assert [c[2] for c in chunks] == [10] * 3 + [2] * 27
     pos = 0

@@ -62,6 +62,26 @@ def _default_graph_timer(call, n_sets, calls):
     return GraphTimer(call, n_sets, calls)
 
 
+def round_order(n: int, r: int) -> List[int]:
+    """Round r's order of n contenders, from a Williams design: over n
+    consecutive rounds (2n when n is odd) every contender comes first
+    equally often and directly follows every other one equally often, so
+    neither its position nor its predecessor favours any contender."""
+    if n <= 1:
+        return list(range(n))
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:  # 0, 1, n-1, 2, n-2, ...
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    rows = [[(x + i) % n for x in first] for i in range(n)]
+    if n % 2:
+        rows += [row[::-1] for row in rows]
+    return rows[r % len(rows)]
+
+
 def split_trials(total: int, rounds: int) -> List[int]:
     """`total` calls in at most `rounds` chunks of sizes differing by at most
     one, none empty."""
@@ -215,14 +235,15 @@ class Runner:
     # timed in one block right after a host pause (its correctness check)
     # can meet another clock state than the next one. Each contender's calls
     # are therefore timed in `rounds` chunks, the contenders taking turns
-    # within a round (who goes first rotates each round), and its median is
-    # over all its chunks. The rotation sets continue across contenders
-    # (eager: one running position; graphs: every replay walks all sets), so
-    # a call's inputs were last touched a whole rotation earlier, as in one
-    # block.
+    # within a round, and its median is over all its chunks. What runs just
+    # before a chunk sets the clock it starts at (a light contender leaves
+    # the card cooler than a heavy one), so the orders of the rounds follow a
+    # Williams design (round_order): each contender follows each other one
+    # equally often. The rotation sets continue across contenders (eager: one
+    # running position; graphs: every replay walks all sets), so a call's
+    # inputs were last touched a whole rotation earlier, as in one block.
     def _round_order(self, contenders, r):
-        k = r % len(contenders)
-        return contenders[k:] + contenders[:k]
+        return [contenders[i] for i in round_order(len(contenders), r)]
 
     def _chunk_failed(self, c: "_Contender", exc: Exception, what: str) -> None:
         c.alive = False
