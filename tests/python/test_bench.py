@@ -740,7 +740,11 @@ def test_cli_rejects_bad_arguments():
         cli.parse_args(["--shape", "1,2,3"])
     args = cli.parse_args(["--suite", "fa3,decode", "--quick", "--backends", "cudnn", "--no-graph"])
     assert args.suites == ["fa3", "decode"] and args.quick and args.no_graph
-    assert args.backend_names == ["sdpa-cudnn"] and args.trials == 200
+    assert args.backend_names == ["sdpa-cudnn"] and args.trials == 200 and args.rounds == 10
+    with pytest.raises(SystemExit):
+        cli.parse_args(["--rounds", "0"])
+    assert cli.parse_args(["--rounds", "1"]).rounds == 1
+    assert "--rounds" in cli.build_parser().format_help()
 
 
 def test_cli_refuses_a_run_without_rows(capsys):

@@ -53,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--replays", type=int, default=50, help="timed graph replays (default 50)")
     p.add_argument("--rounds", type=int, default=10,
                    help="rounds the timed calls (and replays) of a shape are split into, the contenders taking "
-                        "turns in each (default 10; 1: each contender's calls in one block)")
+                        "turns in each (default 10; 1: each contender's calls in one block, which favours the "
+                        "first one timed after the checks: about 1.5%% on the FA3 grid, BENCHMARKS.md)")
     p.add_argument("--no-graph", action="store_true", help="skip CUDA-graph timing")
     p.add_argument("--backends", default="all",
                    help=f"comma-separated subset of {','.join(ALL_BACKENDS)} (default: all; aliases: fc, "
