@@ -6,7 +6,7 @@ Modules, one job each:
   backends   the contenders (flashcore; on decode also flashcore-kv / flashcore-paged,
              its KV-cache entry point; SDPA flash / cuDNN / efficient)
   reference  float64 correctness gate run before timing
-  runner     shape-by-shape loop, every contender back-to-back per shape
+  runner     shape-by-shape loop: every contender checked, then timed in interleaved rounds
   report     result rows, terminal tables, CSV, summary.md
   plot       one PNG per suite
   cpu_demo   what runs when there is no GPU
