@@ -146,7 +146,7 @@ def gpu_main(args: argparse.Namespace, argv: Optional[List[str]] = None) -> int:
         report.finalize(rows, ceilings.matmul_tflops)
         header = env_lines + ceiling_lines() + METRIC_NOTES + [
             f"rounds={args.rounds}: a shape's timed calls (and graph replays) are split into that many rounds, "
-            "the contenders taking turns in each (the first rotating), medians over all rounds"]
+            "the contenders taking turns in each (orders from a Williams design), medians over all rounds"]
         if not final:
             header = header + ["PARTIAL: run still in progress or interrupted"]
         report.write_csv(csv_path, rows, header)

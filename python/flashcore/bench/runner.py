@@ -95,8 +95,9 @@ class _Contender:
 
     row: Row
     prepared: object
-    samples: List[float] = dataclasses.field(default_factory=list)
-    alive: bool = True
+    samples: List[float] = dataclasses.field(default_factory=list)  # of the phase being timed
+    alive: bool = True   # still timed in this phase
+    timer: object = None  # graph phase: its GraphTimer
 
 
 def _default_sync():
@@ -242,33 +243,42 @@ class Runner:
     # equally often. The rotation sets continue across contenders (eager: one
     # running position; graphs: every replay walks all sets), so a call's
     # inputs were last touched a whole rotation earlier, as in one block.
-    def _round_order(self, contenders, r):
-        return [contenders[i] for i in round_order(len(contenders), r)]
-
-    def _chunk_failed(self, c: "_Contender", exc: Exception, what: str) -> None:
-        c.alive = False
-        _, reason = classify_failure(c.row.backend, exc)
-        c.row.status, c.row.reason = report.STATUS_ERROR, f"{what}: {reason}"
-        self.dead = self._health()
+    def _interleave(self, contenders: List["_Contender"], total: int, chunk, failed) -> None:
+        """`total` calls (or replays) of every live contender in interleaved
+        rounds: c.samples += chunk(c, r, n) inside c's context for round r's
+        n; a chunk that raises calls failed(c, exc), which ends c's timing.
+        Stops once the CUDA context is lost."""
+        for r, n in enumerate(split_trials(total, self.opts.rounds)):
+            order = round_order(len(contenders), r)
+            for c in (contenders[i] for i in order):
+                if not c.alive or self.dead:
+                    continue
+                try:
+                    with c.prepared.context():
+                        c.samples += list(chunk(c, r, n))
+                except Exception as exc:  # noqa: BLE001
+                    c.alive = False
+                    failed(c, exc)
 
     def time_eager_interleaved(self, contenders: List["_Contender"], n_sets: int) -> None:
         """Eager medians of `opts.trials` calls each, in interleaved rounds:
         `opts.warmup` untimed calls before a contender's first chunk, 2 before
         each later one (their set positions advance too). A failure drops
         that contender with an error row."""
-        chunks = split_trials(self.opts.trials, self.opts.rounds)
         pos = 0
-        for r, n in enumerate(chunks):
-            for c in self._round_order(contenders, r):
-                if not c.alive or self.dead:
-                    continue
-                warm = self.opts.warmup if r == 0 else min(2, self.opts.warmup)
-                try:
-                    with c.prepared.context():
-                        c.samples += list(self.eager_samples(c.prepared.call, n_sets, n, warm, pos))
-                except Exception as exc:  # noqa: BLE001
-                    self._chunk_failed(c, exc, "eager timing")
-                pos += warm + n
+
+        def chunk(c, r, n):
+            nonlocal pos
+            warm = self.opts.warmup if r == 0 else min(2, self.opts.warmup)
+            start, pos = pos, pos + warm + n
+            return self.eager_samples(c.prepared.call, n_sets, n, warm, start)
+
+        def failed(c, exc):
+            _, reason = classify_failure(c.row.backend, exc)
+            c.row.status, c.row.reason = report.STATUS_ERROR, f"eager timing: {reason}"
+            self.dead = self._health()
+
+        self._interleave(contenders, self.opts.trials, chunk, failed)
         for c in contenders:
             if c.alive and c.samples:
                 st = Stats.from_samples(c.samples)
@@ -284,39 +294,40 @@ class Runner:
         replay is noted in the row, which keeps its eager numbers, unless it
         took the CUDA context down."""
         calls = graph_call_count(n_sets)
-        timers = {}
+
+        def failed(c, exc):
+            if c.timer is not None:
+                c.timer.close()
+                c.timer = None
+            self._graph_failed(c, exc)
+
         try:
             for c in contenders:
+                c.alive = False
                 if self.dead:
                     c.row.add_reason("graph mode not run: CUDA context lost")
                     continue
                 try:
                     with c.prepared.context():
-                        timers[id(c)] = self.graph_timer(c.prepared.call, n_sets, calls)
+                        c.timer = self.graph_timer(c.prepared.call, n_sets, calls)
+                    c.alive = True
                 except Exception as exc:  # noqa: BLE001
-                    self._graph_failed(c, exc)
-            live = [c for c in contenders if id(c) in timers]
-            samples = {id(c): [] for c in live}
-            for r, n in enumerate(split_trials(self.opts.graph_replays, self.opts.rounds)):
-                for c in self._round_order(live, r):
-                    if id(c) not in timers or self.dead:
-                        continue
-                    try:
-                        with c.prepared.context():
-                            samples[id(c)] += list(timers[id(c)].samples(n, warmup=1))
-                    except Exception as exc:  # noqa: BLE001
-                        timers.pop(id(c)).close()
-                        self._graph_failed(c, exc)
-            for c in live:
-                if id(c) in timers and samples[id(c)] and not self.dead:
-                    gs = Stats.from_samples(samples[id(c)])
+                    failed(c, exc)
+            self._interleave(contenders, self.opts.graph_replays,
+                             lambda c, r, n: c.timer.samples(n, warmup=1), failed)
+            for c in contenders:
+                if c.timer is not None and c.samples and not self.dead:
+                    gs = Stats.from_samples(c.samples)
                     c.row.us_graph, c.row.us_graph_p10, c.row.us_graph_p90 = gs.median, gs.p10, gs.p90
                     c.row.graph_calls = calls
-                elif id(c) in timers:
+                elif c.timer is not None:
                     c.row.add_reason("graph mode not finished: CUDA context lost")
         finally:
-            for t in timers.values():
-                t.close()
+            for c in contenders:
+                if c.timer is not None:
+                    c.timer.close()
+                    c.timer = None
+                c.samples = []
 
     def _graph_failed(self, c: "_Contender", exc: Exception) -> None:
         c.row.add_reason(f"graph capture/replay failed: {summarize_exception(exc, 200)}")
