@@ -247,6 +247,14 @@ struct KernelTraits {
 #endif
   static constexpr bool kHalfFirstQK = FLASHCORE_HALF_FIRST_QK && !kServing && kHeadDim == 128 && kBlockM == 128 &&
                                        kBlockN == 128 && kClusterM == 1 && kPingPong && !kIssueAhead;
+  // mainloop_mma.h fresh_descriptors: Q's descriptors rebuilt in the key
+  // loop instead of held in vector registers, in the K/V-multicast kernels
+  // (the unmasked calls whose query blocks pair up). A/B:
+  // FLASHCORE_FRESH_Q_DESCRIPTORS=0 builds without it (the same bits).
+#ifndef FLASHCORE_FRESH_Q_DESCRIPTORS
+#define FLASHCORE_FRESH_Q_DESCRIPTORS 1
+#endif
+  static constexpr bool kFreshQDescriptors = FLASHCORE_FRESH_Q_DESCRIPTORS && kClusterM > 1;
   // Who loads Q. With one Q buffer (head dim 256), a tile's Q waits until
   // the tile before is done with the buffer: its O store where O goes through
   // Q (80 keys), its last Q·Kᵀ (64 keys, kHalfO). Loaded by the thread that
