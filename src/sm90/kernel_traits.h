@@ -247,7 +247,7 @@ struct KernelTraits {
 #endif
   static constexpr bool kHalfFirstQK = FLASHCORE_HALF_FIRST_QK && !kServing && kHeadDim == 128 && kBlockM == 128 &&
                                        kBlockN == 128 && kClusterM == 1 && kPingPong && !kIssueAhead;
-  // mainloop_mma.h fresh_descriptors: Q's descriptors rebuilt in the key
+  // mainloop_mma.h loop_q: Q's descriptors rebuilt in the key
   // loop instead of held in vector registers, in the K/V-multicast kernels
   // (the unmasked calls whose query blocks pair up). A/B:
   // FLASHCORE_FRESH_Q_DESCRIPTORS=0 builds without it (the same bits).

@@ -177,18 +177,23 @@ struct MainloopMma {
     }
   }
 
-  // Q's WGMMA descriptors for the key loop's Q·Kᵀ (Traits::kFreshQDescriptors):
-  // ptxas otherwise hoists one 64-bit descriptor per k-step out of the loop
-  // into vector registers (16 registers at head dim 128, 32 at 256) and
-  // moves each into uniform registers with two R2UR before its HGMMA. Read
-  // again through a shuffle (which ptxas leaves in the loop), the base
-  // descriptor is moved once and each k-step's is a UIADD3 on it, as K's
-  // are. The same descriptors, so the same bits.
+  // Q's WGMMA descriptors for the key loop's Q·Kᵀ. ptxas hoists one 64-bit
+  // descriptor per k-step out of the loop into vector registers (16
+  // registers at head dim 128, 32 at 256) and moves each into uniform
+  // registers with two R2UR before its HGMMA. With
+  // Traits::kFreshQDescriptors the base descriptor is read again through a
+  // shuffle (which ptxas leaves in the loop): it is moved once and each
+  // k-step's is a UIADD3 on it, as K's are. The same descriptors, so the
+  // same bits. The other kernels keep the hoisted form (tSrQ itself).
   template <class TQ>
-  CUTE_DEVICE static auto fresh_descriptors(TQ const& tSrQ) {
-    auto it = tSrQ.data();
-    it.desc_.reg32_[0] = __shfl_sync(0xffffffff, it.desc_.reg32_[0], 0);
-    return make_tensor(it, tSrQ.layout());
+  CUTE_DEVICE static auto loop_q(TQ const& tSrQ) {
+    if constexpr (Traits::kFreshQDescriptors) {
+      auto it = tSrQ.data();
+      it.desc_.reg32_[0] = __shfl_sync(0xffffffff, it.desc_.reg32_[0], 0);
+      return make_tensor(it, tSrQ.layout());
+    } else {
+      return tSrQ;
+    }
   }
 
   // O·r for columns [kBegin, kEnd) of O's (row, col) view: each row times
@@ -332,11 +337,7 @@ struct MainloopMma {
       pipeline_k.consumer_wait(next_state);
       pipeline_v.consumer_wait(read_state);
       turn_begin();
-      if constexpr (Traits::kFreshQDescriptors) {
-        wgmma_tile<true, -1>(tiled_mma_qk, fresh_descriptors(tSrQ), tSrK(_, _, _, next_state.index()), tSrS);
-      } else {
-        wgmma_tile<true, -1>(tiled_mma_qk, tSrQ, tSrK(_, _, _, next_state.index()), tSrS);
-      }
+      wgmma_tile<true, -1>(tiled_mma_qk, loop_q(tSrQ), tSrK(_, _, _, next_state.index()), tSrS);
       if constexpr (kRescaleInTurn) rescale_o();  // for the previous block's maxima, before its P·V
       wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
       turn_end();
