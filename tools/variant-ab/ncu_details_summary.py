@@ -1,0 +1,69 @@
+"""One line per profiled kernel from Nsight Compute's text details
+(`ncu -i REPORT --page details --print-details all`, the form
+tools/variant-ab/ncu-compare writes), flashcore and cuDNN kernels in the
+order they were profiled (tools/profile-prefill: flashcore, then cuDNN, a
+shape at a time), and each cuDNN kernel's cycles against the flashcore
+kernel before it.
+
+  python3 ncu_details_summary.py DETAILS.txt
+"""
+import re
+import sys
+
+# (column, metric name in the details, scale)
+COLUMNS = [
+    ("us", "Duration", 1.0),
+    ("SM GHz", "SM Frequency", 1.0),
+    ("cycles", "Elapsed Cycles", 1.0),
+    ("DRAM %", "DRAM Throughput", 1.0),
+    ("L2 hit %", "L2 Hit Rate", 1.0),
+    ("issue %", "Issue Slots Busy", 1.0),
+    ("wait", "Stall Wait", 1.0),
+    ("barrier", "Stall Barrier", 1.0),
+    ("long sb", "Stall Long Scoreboard", 1.0),
+    ("mio", "Stall MIO Throttle", 1.0),
+]
+
+
+def kernels(text):
+    """[(kernel name, {metric: value})] in the order of the file."""
+    out = []
+    for line in text.splitlines():
+        head = re.match(r"^  (\S.*?) \(\d+, \d+, \d+\)x\(\d+, \d+, \d+\)", line)
+        if head:
+            out.append((head.group(1), {}))
+            continue
+        if not out:
+            continue
+        m = re.match(r"^\s{4}(\S.*?)\s{2,}\S*\s+([\d,]+(?:\.\d+)?)\s*$", line)
+        if m and m.group(1) not in out[-1][1]:  # the first table that names a metric wins
+            out[-1][1][m.group(1)] = float(m.group(2).replace(",", ""))
+    return out
+
+
+def short(name):
+    if name.startswith("cudnn"):
+        return "cudnn " + re.search(r"(\d+x\d+x\d+)_\dx", name).group(1) if re.search(r"(\d+x\d+x\d+)_\dx", name) else "cudnn"
+    m = re.search(r"KernelTraits<[^,]+, (\d+), (\d+), (\d+), (\d+), (\d), (\d), (\d), (\d)>", name)
+    if m:
+        d, bm, bn, st, serving, cl, fold, nt = m.groups()
+        return f"flashcore d{d} m{bm} n{bn}" + (f" c{cl}" if cl != "1" else "") + (" nt" if nt == "1" else "")
+    return name[:40]
+
+
+def main():
+    ks = kernels(open(sys.argv[1]).read())
+    print("kernel".ljust(28) + "".join(c.rjust(10) for c, _, _ in COLUMNS) + "  cycles vs flashcore")
+    last_fc = None
+    for name, m in ks:
+        cells = [f"{m[k] * s:g}" if k in m else "-" for _, k, s in COLUMNS]
+        tail = ""
+        if name.startswith("cudnn") and last_fc and "Elapsed Cycles" in m:
+            tail = f"  {m['Elapsed Cycles'] / last_fc - 1:+.1%}"
+        elif "Elapsed Cycles" in m:
+            last_fc = m["Elapsed Cycles"]
+        print(short(name).ljust(28) + "".join(c.rjust(10) for c in cells) + tail)
+
+
+if __name__ == "__main__":
+    main()
