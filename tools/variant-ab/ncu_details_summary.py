@@ -42,8 +42,10 @@ def kernels(text):
 
 
 def short(name):
+    """A kernel's name in a few words: flashcore's tile and variant, cuDNN's tile."""
     if name.startswith("cudnn"):
-        return "cudnn " + re.search(r"(\d+x\d+x\d+)_\dx", name).group(1) if re.search(r"(\d+x\d+x\d+)_\dx", name) else "cudnn"
+        tile = re.search(r"(\d+x\d+x\d+)_\dx", name)
+        return "cudnn " + tile.group(1) if tile else "cudnn"
     m = re.search(r"KernelTraits<[^,]+, (\d+), (\d+), (\d+), (\d+), (\d), (\d), (\d), (\d)>", name)
     if m:
         d, bm, bn, st, serving, cl, fold, nt = m.groups()

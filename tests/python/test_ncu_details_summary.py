@@ -1,0 +1,50 @@
+"""tools/variant-ab/ncu_details_summary.py: a line per kernel from Nsight
+Compute's text details, each cuDNN kernel's cycles against the flashcore
+kernel profiled before it."""
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+FC = ("void flashcore::flash_fwd_kernel<flashcore::KernelTraits<cutlass::bfloat16_t, 128, 128, 128, 2, 0, 2, 0, 1>>"
+      "(flashcore::KernelParams<T1>)")
+CUDNN = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
+
+
+def _kernel(name, cycles, duration, wait, mio):
+    # The layout `ncu --page details --print-details all` prints (a
+    # section table, then the warp-state table; a metric named twice keeps
+    # its first value).
+    return f"""  {name} (132, 1, 1)x(384, 1, 1), Context 1, Stream 7, Device 0, CC 9.0
+    Section: GPU Speed Of Light Throughput
+    ----------------------- ----------- ------------
+    Metric Name             Metric Unit Metric Value
+    ----------------------- ----------- ------------
+    SM Frequency                    Ghz         1.42
+    Elapsed Cycles                cycle      {cycles:,}
+    DRAM Throughput                   %        46.42
+    Duration                         us       {duration}
+    ----------------------- ----------- ------------
+
+    Table Name : Warp State (All Cycles)
+    Stall Wait                      inst         {wait}
+    Stall MIO Throttle              inst         {mio}
+    Stall Wait                      inst         9.99
+"""
+
+
+def test_one_line_a_kernel_and_cudnn_against_flashcore(tmp_path):
+    text = "[1157] python3.12@127.0.0.1\n" + _kernel(FC, 200000, "150.00", 1.30, 0.28) + \
+        _kernel(CUDNN, 190000, "142.50", 0.89, 0.05)
+    path = tmp_path / "details.txt"
+    path.write_text(text)
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "variant-ab" / "ncu_details_summary.py"), str(path)],
+                         check=True, capture_output=True, text=True).stdout.splitlines()
+    assert len(out) == 3, out
+    fc, cu = out[1].split(), out[2].split()
+    assert out[1].startswith("flashcore d128 m128 n128 c2 nt")
+    assert out[2].startswith("cudnn 64x128x128")
+    # us, SM GHz, cycles, DRAM %, L2 hit % (absent), issue % (absent), wait, barrier (absent), long sb, mio
+    assert fc[-10:] == ["150", "1.42", "200000", "46.42", "-", "-", "1.3", "-", "-", "0.28"]
+    assert cu[-11:] == ["142.5", "1.42", "190000", "46.42", "-", "-", "0.89", "-", "-", "0.05", "-5.0%"]
