@@ -10,18 +10,18 @@ kernel before it.
 import re
 import sys
 
-# (column, metric name in the details, scale)
+# (column, metric name in the details)
 COLUMNS = [
-    ("us", "Duration", 1.0),
-    ("SM GHz", "SM Frequency", 1.0),
-    ("cycles", "Elapsed Cycles", 1.0),
-    ("DRAM %", "DRAM Throughput", 1.0),
-    ("L2 hit %", "L2 Hit Rate", 1.0),
-    ("issue %", "Issue Slots Busy", 1.0),
-    ("wait", "Stall Wait", 1.0),
-    ("barrier", "Stall Barrier", 1.0),
-    ("long sb", "Stall Long Scoreboard", 1.0),
-    ("mio", "Stall MIO Throttle", 1.0),
+    ("us", "Duration"),
+    ("SM GHz", "SM Frequency"),
+    ("cycles", "Elapsed Cycles"),
+    ("DRAM %", "DRAM Throughput"),
+    ("L2 hit %", "L2 Hit Rate"),
+    ("issue %", "Issue Slots Busy"),
+    ("wait", "Stall Wait"),
+    ("barrier", "Stall Barrier"),
+    ("long sb", "Stall Long Scoreboard"),
+    ("mio", "Stall MIO Throttle"),
 ]
 
 
@@ -55,10 +55,10 @@ def short(name):
 
 def main():
     ks = kernels(open(sys.argv[1]).read())
-    print("kernel".ljust(28) + "".join(c.rjust(10) for c, _, _ in COLUMNS) + "  cycles vs flashcore")
+    print("kernel".ljust(28) + "".join(c.rjust(10) for c, _ in COLUMNS) + "  cycles vs flashcore")
     last_fc = None
     for name, m in ks:
-        cells = [f"{m[k] * s:g}" if k in m else "-" for _, k, s in COLUMNS]
+        cells = [f"{m[k]:g}" if k in m else "-" for _, k in COLUMNS]
         tail = ""
         if name.startswith("cudnn") and last_fc and "Elapsed Cycles" in m:
             tail = f"  {m['Elapsed Cycles'] / last_fc - 1:+.1%}"
