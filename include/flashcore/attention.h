@@ -65,7 +65,7 @@ struct AttentionArgs {
   TensorView out;  // (B, Hq, Sq, D), same dtype as q
   TensorView lse;  // optional: data == nullptr to skip; (B, Hq, Sq, 1) float32, natural log
 
-  float softmax_scale = 0.0f;  // 0 means 1/sqrt(D); must be finite
+  float softmax_scale = 0.0f;  // 0 means 1/sqrt(D); finite, not negative
   bool causal = false;         // bottom-right aligned, see the top of this file
   int64_t window_left = -1;    // -1: unbounded
   int64_t window_right = -1;   // -1: unbounded (0 when causal)

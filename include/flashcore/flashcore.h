@@ -111,7 +111,7 @@ typedef struct fc_attention_args {
   fc_tensor out;
   fc_tensor lse;          /* optional: lse.data == NULL to skip */
 
-  float softmax_scale;    /* 0 means 1/sqrt(head_dim); must be finite */
+  float softmax_scale;    /* 0 means 1/sqrt(head_dim); finite, >= 0 */
   int32_t causal;         /* nonzero: causal (bottom-right aligned) */
   int64_t window_left;    /* -1: unbounded; else >= 0 */
   int64_t window_right;   /* -1: unbounded; else >= 0; must be -1 or 0 when causal */

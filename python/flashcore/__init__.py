@@ -245,6 +245,8 @@ def _scale(scale) -> float:
         raise TypeError(f"scale: expected a float or None, got {_type_name(scale)}") from None
     if not math.isfinite(value):
         raise ValueError(f"scale: must be finite, got {value}")
+    if value < 0:
+        raise ValueError(f"scale: must not be negative, got {value}")
     return value
 
 
@@ -344,7 +346,7 @@ def attention(
       k, v: (B, Hkv, Sk, D) arrays (or (B, Sk, Hkv, D)); Hq % Hkv == 0 (GQA/MQA).
         q, k, v share one dtype: float32, float16 or bfloat16, and one device.
       causal: bottom-right aligned causal mask (see the module docstring).
-      scale: softmax scale; None (or 0) means 1/sqrt(D).
+      scale: softmax scale, not negative; None (or 0) means 1/sqrt(D).
       window: (left, right) sliding window; -1 or None for an unbounded edge.
       layout: "bhsd" or "bshd": how the 4 axes of q, k, v and out are read.
         Strided views are fine in either layout; nothing is copied.

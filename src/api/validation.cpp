@@ -190,6 +190,14 @@ Status check_scalars(const AttentionArgs& a) {
   if (!std::isfinite(a.softmax_scale)) {
     return invalid(cat("softmax_scale = ", a.softmax_scale, " must be finite (0 selects 1/sqrt(head_dim))"));
   }
+  // The GPU kernels take each row's maximum of the unscaled scores as the
+  // softmax's reference point: with a negative scale that is the minimum of
+  // the scaled ones, masked keys (-inf) would scale to +inf, and rows would
+  // overflow. Rejected on every backend, so that CPU and GPU agree.
+  if (a.softmax_scale < 0.f) {
+    return invalid(cat("softmax_scale = ", a.softmax_scale,
+                       " must not be negative (0 selects 1/sqrt(head_dim))"));
+  }
   if (a.window_left < -1) {
     return invalid(cat("window_left = ", a.window_left, " must be -1 (unbounded) or >= 0"));
   }

@@ -340,6 +340,13 @@ TEST_F(Validation, ScaleMustBeFinite) {
   expect_error(StatusCode::kInvalidArgument, {"softmax_scale", "must be finite"});
 }
 
+TEST_F(Validation, ScaleMustNotBeNegative) {
+  a.softmax_scale = -0.5f;
+  expect_error(StatusCode::kInvalidArgument, {"softmax_scale = -0.5 must not be negative"});
+  a.softmax_scale = -std::numeric_limits<float>::denorm_min();
+  expect_error(StatusCode::kInvalidArgument, {"softmax_scale", "must not be negative"});
+}
+
 TEST_F(Validation, WindowLeftBelowMinusOne) {
   a.window_left = -5;
   expect_error(StatusCode::kInvalidArgument, {"window_left = -5 must be -1 (unbounded) or >= 0"});

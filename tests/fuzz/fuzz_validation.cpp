@@ -233,7 +233,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Accepted: the resolved problem must be consistent.
   if (p.batch < 0 || p.heads_q < 0 || p.heads_kv < 0 || p.seqlen_q < 0 || p.seqlen_k < 0) std::abort();
   if (p.heads_kv > 0 && p.heads_q % p.heads_kv != 0) std::abort();
-  if (!std::isfinite(p.scale)) std::abort();
+  if (!std::isfinite(p.scale) || p.scale < 0.f) std::abort();
   if (p.window_left < 0 || p.window_right < 0) std::abort();
   if (p.causal && p.window_right != 0) std::abort();
   if (p.varlen_q && (p.batch != a.num_seqs || !p.varlen_k || p.kv_cache)) std::abort();

@@ -185,7 +185,7 @@ def test_bad_window(window, exc):
         flashcore.attention(q, k, v, window=window)
 
 
-@pytest.mark.parametrize("scale", [float("nan"), float("inf")])
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), -0.5])
 def test_bad_scale(scale):
     q, k, v = qkv()
     with pytest.raises(ValueError, match=r"scale"):
