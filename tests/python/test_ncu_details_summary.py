@@ -12,7 +12,7 @@ FC = ("void flashcore::flash_fwd_kernel<flashcore::KernelTraits<cutlass::bfloat1
 CUDNN = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_cga1x1x1_kernel0_0"
 
 
-def _kernel(name, cycles, duration, wait, mio):
+def _kernel(name, cycles, duration, wait, mio, unit="us"):
     # The layout `ncu --page details --print-details all` prints (a
     # section table, then the warp-state table; a metric named twice keeps
     # its first value).
@@ -24,7 +24,7 @@ def _kernel(name, cycles, duration, wait, mio):
     SM Frequency                    Ghz         1.42
     Elapsed Cycles                cycle      {cycles:,}
     DRAM Throughput                   %        46.42
-    Duration                         us       {duration}
+    Duration                         {unit}       {duration}
     ----------------------- ----------- ------------
 
     Table Name : Warp State (All Cycles)
@@ -48,3 +48,16 @@ def test_one_line_a_kernel_and_cudnn_against_flashcore(tmp_path):
     # us, SM GHz, cycles, DRAM %, L2 hit % (absent), issue % (absent), wait, barrier (absent), long sb, mio
     assert fc[-10:] == ["150", "1.42", "200000", "46.42", "-", "-", "1.3", "-", "-", "0.28"]
     assert cu[-11:] == ["142.5", "1.42", "190000", "46.42", "-", "-", "0.89", "-", "-", "0.05", "-5.0%"]
+
+
+def test_long_kernels_in_microseconds_and_whole_cycles(tmp_path):
+    # ncu prints a 3 ms kernel's duration in ms and its cycles above a
+    # million; the columns stay apart and in their units.
+    text = _kernel(FC, 5346060, "3.06", 1.84, 0.14, unit="ms") + _kernel(CUDNN, 5452178, "3.20", 0.89, 0.02, unit="ms")
+    path = tmp_path / "details.txt"
+    path.write_text(text)
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "variant-ab" / "ncu_details_summary.py"), str(path)],
+                         check=True, capture_output=True, text=True).stdout.splitlines()
+    fc, cu = out[1].split(), out[2].split()
+    assert fc[-10:] == ["3060", "1.42", "5346060", "46.42", "-", "-", "1.84", "-", "-", "0.14"]
+    assert cu[-11:] == ["3200", "1.42", "5452178", "46.42", "-", "-", "0.89", "-", "-", "0.02", "+2.0%"]

@@ -25,6 +25,9 @@ COLUMNS = [
 ]
 
 
+TO_US = {"ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "s": 1e6, "second": 1e6}
+
+
 def kernels(text):
     """[(kernel name, {metric: value})] in the order of the file."""
     out = []
@@ -35,10 +38,19 @@ def kernels(text):
             continue
         if not out:
             continue
-        m = re.match(r"^\s{4}(\S.*?)\s{2,}\S*\s+([\d,]+(?:\.\d+)?)\s*$", line)
+        m = re.match(r"^\s{4}(\S.*?)\s{2,}(\S*)\s+([\d,]+(?:\.\d+)?)\s*$", line)
         if m and m.group(1) not in out[-1][1]:  # the first table that names a metric wins
-            out[-1][1][m.group(1)] = float(m.group(2).replace(",", ""))
+            value = float(m.group(3).replace(",", ""))
+            # ncu picks the unit of a duration by its size (us, ms, ...): the us column takes them all
+            if m.group(1) == "Duration":
+                value *= TO_US.get(m.group(2), 1.0)
+            out[-1][1][m.group(1)] = value
     return out
+
+
+def cell(value):
+    """A value as the table prints it: whole numbers from 1e5 up without an exponent."""
+    return f"{value:.0f}" if abs(value) >= 1e5 else f"{value:g}"
 
 
 def short(name):
@@ -55,16 +67,16 @@ def short(name):
 
 def main():
     ks = kernels(open(sys.argv[1]).read())
-    print("kernel".ljust(28) + "".join(c.rjust(10) for c, _ in COLUMNS) + "  cycles vs flashcore")
+    print("kernel".ljust(28) + "".join(" " + c.rjust(9) for c, _ in COLUMNS) + "  cycles vs flashcore")
     last_fc = None
     for name, m in ks:
-        cells = [f"{m[k]:g}" if k in m else "-" for _, k in COLUMNS]
+        cells = [cell(m[k]) if k in m else "-" for _, k in COLUMNS]
         tail = ""
         if name.startswith("cudnn") and last_fc and "Elapsed Cycles" in m:
             tail = f"  {m['Elapsed Cycles'] / last_fc - 1:+.1%}"
         elif "Elapsed Cycles" in m:
             last_fc = m["Elapsed Cycles"]
-        print(short(name).ljust(28) + "".join(c.rjust(10) for c in cells) + tail)
+        print(short(name).ljust(28) + "".join(" " + c.rjust(9) for c in cells) + tail)
 
 
 if __name__ == "__main__":
