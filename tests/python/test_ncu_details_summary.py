@@ -34,13 +34,18 @@ def _kernel(name, cycles, duration, wait, mio, unit="us"):
 """
 
 
+def _summary(tmp_path, text):
+    """The script's output lines for a details file holding `text`."""
+    path = tmp_path / "details.txt"
+    path.write_text(text)
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "variant-ab" / "ncu_details_summary.py"), str(path)],
+                          check=True, capture_output=True, text=True).stdout.splitlines()
+
+
 def test_one_line_a_kernel_and_cudnn_against_flashcore(tmp_path):
     text = "[1157] python3.12@127.0.0.1\n" + _kernel(FC, 200000, "150.00", 1.30, 0.28) + \
         _kernel(CUDNN, 190000, "142.50", 0.89, 0.05)
-    path = tmp_path / "details.txt"
-    path.write_text(text)
-    out = subprocess.run([sys.executable, str(ROOT / "tools" / "variant-ab" / "ncu_details_summary.py"), str(path)],
-                         check=True, capture_output=True, text=True).stdout.splitlines()
+    out = _summary(tmp_path, text)
     assert len(out) == 3, out
     fc, cu = out[1].split(), out[2].split()
     assert out[1].startswith("flashcore d128 m128 n128 c2 nt")
@@ -54,10 +59,7 @@ def test_long_kernels_in_microseconds_and_whole_cycles(tmp_path):
     # ncu prints a 3 ms kernel's duration in ms and its cycles above a
     # million; the columns stay apart and in their units.
     text = _kernel(FC, 5346060, "3.06", 1.84, 0.14, unit="ms") + _kernel(CUDNN, 5452178, "3.20", 0.89, 0.02, unit="ms")
-    path = tmp_path / "details.txt"
-    path.write_text(text)
-    out = subprocess.run([sys.executable, str(ROOT / "tools" / "variant-ab" / "ncu_details_summary.py"), str(path)],
-                         check=True, capture_output=True, text=True).stdout.splitlines()
+    out = _summary(tmp_path, text)
     fc, cu = out[1].split(), out[2].split()
     assert fc[-10:] == ["3060", "1.42", "5346060", "46.42", "-", "-", "1.84", "-", "-", "0.14"]
     assert cu[-11:] == ["3200", "1.42", "5452178", "46.42", "-", "-", "0.89", "-", "-", "0.02", "+2.0%"]

@@ -25,7 +25,8 @@ COLUMNS = [
 ]
 
 
-TO_US = {"ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "s": 1e6, "second": 1e6}
+# Duration units as ncu prints them (short or long form), in microseconds.
+TO_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}
 
 
 def kernels(text):
