@@ -6,6 +6,8 @@
 // Q is loaded once per tile, as soon as the previous tile has freed the Q
 // buffer; K and V go through two kStages-deep rings guarded by the sm90 TMA
 // pipelines, in the order the consumers read them (last key block first).
+// Q's loads ask L2 to evict their lines first, so that other tiles' K/V
+// blocks stay (l2_hints.h).
 //
 // Varlen sequences are addressed by offsetting the packed tensors' row
 // coordinate; a paged KV cache is read 64 keys at a time (16 when the page
@@ -19,6 +21,7 @@
 #include <cute/tensor.hpp>
 
 #include "sm90/kernel_params.h"
+#include "sm90/l2_hints.h"
 #include "sm90/seq_info.h"
 #include "sm90/tile_scheduler.h"
 
@@ -55,7 +58,7 @@ struct MainloopLoad {
     if (use > 0) storage.barrier_q_free[qb].wait((use - 1) & 1);
     Tensor sQ = make_tensor(make_smem_ptr(Traits::q_buffer(storage, q_iter)), typename Traits::SmemLayoutQ{});
     storage.barrier_q[qb].arrive_and_expect_tx(Traits::kBytesQ);
-    copy(params.tma_q.with(reinterpret_cast<uint64_t&>(storage.barrier_q[qb]), 0), tma_q.partition_S(gQ),
+    copy(params.tma_q.with(reinterpret_cast<uint64_t&>(storage.barrier_q[qb]), 0, l2_hint_q()), tma_q.partition_S(gQ),
          tma_q.partition_D(sQ));
   }
 
@@ -193,17 +196,17 @@ struct MainloopLoad {
           // K is issued as soon as its stage is free: V's frees later (after P·V).
           int const stage = write_state.index();
           pipeline_k.producer_acquire(write_state);
-          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask), tKgK(_, _, _, n),
+          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask, l2_hint_kv()), tKgK(_, _, _, n),
                tKsK(_, _, _, stage));
           if (Traits::kPairsMayStraddle && !shared_kv) {
-            copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask), tKgK_other(_, _, _, n),
+            copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask, l2_hint_kv()), tKgK_other(_, _, _, n),
                  tKsK_other(_, _, _, stage));
           }
           pipeline_v.producer_acquire(write_state);
-          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask), tVgV(_, _, _, n),
+          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask, l2_hint_kv()), tVgV(_, _, _, n),
                tVsV(_, _, _, stage));
           if (Traits::kPairsMayStraddle && !shared_kv) {
-            copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask), tVgV_other(_, _, _, n),
+            copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask, l2_hint_kv()), tVgV_other(_, _, _, n),
                  tVsV_other(_, _, _, stage));
           }
         } else if constexpr (Traits::kServing) {
