@@ -196,19 +196,14 @@ struct MainloopLoad {
           // K is issued as soon as its stage is free: V's frees later (after P·V).
           int const stage = write_state.index();
           pipeline_k.producer_acquire(write_state);
-          copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask, l2_hint_kv()), tKgK(_, _, _, n),
-               tKsK(_, _, _, stage));
-          if (Traits::kPairsMayStraddle && !shared_kv) {
-            copy(params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask, l2_hint_kv()), tKgK_other(_, _, _, n),
-                 tKsK_other(_, _, _, stage));
-          }
+          // One armed copy a block serves both slices when the pair straddles two heads.
+          auto const load_k = params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask, l2_hint_kv());
+          copy(load_k, tKgK(_, _, _, n), tKsK(_, _, _, stage));
+          if (Traits::kPairsMayStraddle && !shared_kv) copy(load_k, tKgK_other(_, _, _, n), tKsK_other(_, _, _, stage));
           pipeline_v.producer_acquire(write_state);
-          copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask, l2_hint_kv()), tVgV(_, _, _, n),
-               tVsV(_, _, _, stage));
-          if (Traits::kPairsMayStraddle && !shared_kv) {
-            copy(params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask, l2_hint_kv()), tVgV_other(_, _, _, n),
-                 tVsV_other(_, _, _, stage));
-          }
+          auto const load_v = params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask, l2_hint_kv());
+          copy(load_v, tVgV(_, _, _, n), tVsV(_, _, _, stage));
+          if (Traits::kPairsMayStraddle && !shared_kv) copy(load_v, tVgV_other(_, _, _, n), tVsV_other(_, _, _, stage));
         } else if constexpr (Traits::kServing) {
           if (leader) {
             pipeline_k.producer_acquire(write_state);
