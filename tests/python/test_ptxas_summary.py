@@ -86,6 +86,24 @@ def test_check_fails_on_spills_and_passes_without(tmp_path):
     assert r.stdout.startswith("# t\n\n1 translation units, 1 entry functions: 0 with")
 
 
+def test_a_later_build_of_a_unit_replaces_its_earlier_report(tmp_path):
+    """scripts/gpu-check appends each build's log to one history: a rebuilt
+    unit is reported once, with its latest numbers, and a build that
+    recompiled nothing leaves the earlier reports standing."""
+    rebuilt = LOG.split("[4/9]")[0].replace("[2/9]", "[1/1]").replace(
+        "24 bytes stack frame, 36 bytes spill stores, 40 bytes spill loads",
+        "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads").replace(
+        ", 24 bytes cumulative stack size", "")
+    rebuilt = "\n".join(line for line in rebuilt.splitlines()
+                        if "Registers are spilled" not in line and "(C7515)" not in line) + "\n"
+    r = run(tmp_path, LOG + rebuilt + "ninja: no work to do.\n")
+    assert r.returncode == 0, r.stderr
+    got = rows(r.stdout)
+    assert len(got) == 4
+    assert got[1] == ["flash_fwd_bf16_d256_m128_n80_s2_c2", "", "168", "16", "0", "0", "0"]
+    assert r.stdout.splitlines()[0].startswith("3 translation units, 4 entry functions: 0 with")
+
+
 def test_a_log_without_reports_is_an_error(tmp_path):
     r = run(tmp_path, "[1/1] Building CXX object x.cpp.o\nninja: no work to do.\n")
     assert r.returncode == 2 and "no ptxas report" in r.stderr
