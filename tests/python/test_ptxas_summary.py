@@ -128,8 +128,13 @@ def test_objects_add_the_sass_counts(tmp_path, nvcc):
         r = subprocess.run([nvcc, "-c", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v", str(cu),
                             "-o", str(objects / f"{name}.cu.o")], capture_output=True, text=True, check=True)
         log.append(f"[{i + 1}/2] Building CUDA object CMakeFiles/x.dir/{name}.cu.o\n" + r.stdout + r.stderr)
+    # A unit of an earlier build in a kept history log, its object gone.
+    log.append("[1/1] Building CUDA object CMakeFiles/x.dir/flash_fwd_gone.cu.o\n"
+               + LOG.split("[4/9] Building CUDA object CMakeFiles/flashcore_sm90.dir/src/sm90/instantiations/"
+                           "flash_fwd_bf16_d128_m128_n128_s2_nt.cu.o\n")[1])
     r = run(tmp_path, "".join(log), "--objects", str(objects), "--check")
     assert r.returncode == 1, r.stdout + r.stderr
+    assert "flash_fwd_gone" not in r.stdout
     assert "SASS: 1 of 1 kernel instantiations without HGMMA or with local-memory instructions." in r.stdout
     got = {row[0]: row for row in rows(r.stdout)}
     planted, other = got["flash_fwd_planted"], got["other"]
