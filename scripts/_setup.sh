@@ -129,9 +129,8 @@ fc_cuda_mode() {
   echo "$mode"
 }
 
-# Without -lineinfo (CMakeLists.txt FLASHCORE_LINEINFO): the same SASS, about
-# 8% less compile time for the kernel units on CI's 2 cores; scripts/gpu-check
-# keeps it for the profilers.
+# Without -lineinfo: the same SASS, less compile time (CMakeLists.txt,
+# FLASHCORE_LINEINFO).
 fc_configure() {
   local tests="${1:-ON}" cuda
   cuda="$(fc_cuda_mode)"
