@@ -307,7 +307,9 @@ def _kernel_objects():
     sm90 = build / "CMakeFiles" / "flashcore_sm90.dir"
     # The attention kernels, and the split-KV combine and KV-append kernels
     # (they read tensor data too).
-    objects = glob.glob(str(sm90 / "**" / "instantiations" / "*.o"), recursive=True)
+    # One object per kernel, or per tile with FLASHCORE_GROUPED_UNITS
+    # (instantiations/grouped/, scripts/test): both are under instantiations/.
+    objects = glob.glob(str(sm90 / "**" / "instantiations" / "**" / "*.o"), recursive=True)
     for name in ("splitkv_combine.cu.o", "kv_append.cu.o"):
         objects += glob.glob(str(sm90 / "**" / name), recursive=True)
     return sorted(objects)
@@ -332,13 +334,57 @@ def test_flashcore_kernels_have_no_data_dependent_branch_and_no_local_memory():
         assert r.local_memory == 0, f"{r.name}: {r.local_memory} local-memory instructions"
 
 
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("gen_sm90_kernels", ROOT / "tools" / "gen_sm90_kernels.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# flash_fwd_kernel<KernelTraits<Element, head dim, block_m, block_n, stages,
+# serving, cluster_m, fold, no_turns>> as the Itanium ABI mangles it.
+_TRAITS_RE = re.compile(r"KernelTraitsIN7cutlass(10bfloat16_t|6half_t)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)"
+                        r"ELb([01])ELi(\d+)ELb([01])ELb([01])EE")
+
+
+def _kernel_name(mangled: str):
+    """tools/gen_sm90_kernels.py's name of an attention kernel's entry
+    function (None for any other function)."""
+    m = _TRAITS_RE.search(mangled)
+    if m is None:
+        return None
+    dt = {"10bfloat16_t": "bf16", "6half_t": "fp16"}[m.group(1)]
+    d, bm, bn, st, serving, cluster, fold, no_turns = (int(x) for x in m.groups()[1:])
+    return _load_generator().name((dt, d, bm, bn, st, bool(serving), cluster, bool(fold), bool(no_turns)))
+
+
+def test_kernel_names_from_mangled_entry_functions():
+    gen = _load_generator()
+    mangled = ("_ZN9flashcore4sm9016flash_fwd_kernelINS0_12KernelTraitsIN7cutlass10bfloat16_tELi128ELi128"
+               "ELi128ELi2ELb0ELi2ELb0ELb1EEEEEvNS0_12KernelParamsIT_EE")
+    assert _kernel_name(mangled) == "flash_fwd_bf16_d128_m128_n128_s2_c2_nt"
+    assert _kernel_name(mangled.replace("10bfloat16_t", "6half_t").replace("Li2ELb0ELi2", "Li2ELb1ELi1")) \
+        == "flash_fwd_serving_fp16_d128_m128_n128_s2_nt"
+    assert _kernel_name("_ZN9flashcore4sm9024splitkv_combine_kernelILi128EEEvNS0_13CombineParamsE") is None
+    assert gen.name(gen.KERNELS[0]).startswith("flash_fwd_")
+
+
 def _kernel_sass(pattern, what):
-    """(file name, SASS) of each attention-kernel object whose file name
-    matches `pattern`; skips the test when the build has none."""
-    objects = [o for o in _kernel_objects() if re.search(pattern, os.path.basename(o))]
-    if not objects:
-        pytest.skip(f"no {what} kernel objects in the build dir (built without CUDA)")
-    return [(os.path.basename(o), audit.dump_sass(o, _cuobjdump())) for o in objects]
+    """(kernel name, SASS) of each attention kernel in the build whose
+    tools/gen_sm90_kernels.py name matches `pattern`, one per entry function
+    whatever the translation units hold; skips the test when the build has
+    none."""
+    found = []
+    for o in _kernel_objects():
+        sass = audit.dump_sass(o, _cuobjdump())
+        parts = re.split(r"^\s*Function\s*:\s*(\S+)\s*$", sass, flags=re.M)
+        for mangled, body in zip(parts[1::2], parts[2::2]):
+            name = _kernel_name(mangled)
+            if name is not None and re.search(pattern, name):
+                found.append((name, body))
+    if not found:
+        pytest.skip(f"no {what} kernels in the build dir (built without CUDA)")
+    return found
 
 
 # ------------------------------------------------- softmax under the P·V product
@@ -375,7 +421,7 @@ def test_kernels_without_turns_run_the_softmax_under_the_pv_product():
     # between them (wgmma_utils.h: basic_block_boundary): every exp2 of the
     # block must lie between the two waits, a thread's share of the 64 x
     # block_n scores (block_n / 2: 64 at 128 keys, 40 at 80).
-    for name, sass in _kernel_sass(r"_m64_|_d256_|_nt\.", "64-row, head-dim-256 or no-turns"):
+    for name, sass in _kernel_sass(r"_m64_|_d256_|_nt$", "64-row, head-dim-256 or no-turns"):
         block_n = int(re.search(r"_n(\d+)_", name).group(1))
         counts = _exps_between_waits(sass)
         assert counts, f"{name}: no wait for Q·Kᵀ with P·V in flight"
