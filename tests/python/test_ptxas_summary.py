@@ -1,6 +1,7 @@
 """tools/ptxas-summary: ptxas's -v report of a build log, one row per entry
 function, credited to the translation unit ninja was building."""
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -143,6 +144,31 @@ def test_objects_add_the_sass_counts(tmp_path, nvcc):
     assert other[1] in ("`other`", "`_Z5otherPf`") and other[7:] == ["0", "0", "0", "0"]
 
 
+def kernel_name(gen, row):
+    """The kernel of a summary row: its unit's name (one kernel a unit), or
+    in a grouped unit the name of its entry function's KernelTraits."""
+    if not row[1]:
+        return row[0]
+    m = re.search(r"KernelTraits<(bfloat16_t|half_t), (\d+), (\d+), (\d+), (\d+), (true|false), (\d+), "
+                  r"(true|false), (true|false)", row[1])
+    assert m, row
+    dt = {"bfloat16_t": "bf16", "half_t": "fp16"}[m.group(1)]
+    d, bm, bn, st = (int(x) for x in m.groups()[1:5])
+    return gen.name((dt, d, bm, bn, st, m.group(6) == "true", int(m.group(7)), m.group(8) == "true",
+                     m.group(9) == "true"))
+
+
+def test_kernel_names_of_summary_rows():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gen_sm90_kernels", ROOT / "tools" / "gen_sm90_kernels.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert kernel_name(gen, ["flash_fwd_bf16_d64_m64_n128_s4", ""]) == "flash_fwd_bf16_d64_m64_n128_s4"
+    row = ["flash_fwd_d128_m128_n128_s2", "`flash_fwd_kernel<KernelTraits<half_t, 128, 128, 128, 2, false, 2, "
+           "false, true> >`"]
+    assert kernel_name(gen, row) == "flash_fwd_fp16_d128_m128_n128_s2_c2_nt"
+
+
 def test_the_committed_summary_lists_every_kernel_instantiation():
     """docs/ptxas-summary.md is the issue's ptxas -v record: a kernel added
     to the one list (tools/gen_sm90_kernels.py) must show up in it, and it
@@ -153,8 +179,60 @@ def test_the_committed_summary_lists_every_kernel_instantiation():
     spec.loader.exec_module(gen)
     listed = {gen.name(k) for k in gen.KERNELS}
     text = (ROOT / "docs" / "ptxas-summary.md").read_text()
-    documented = {row[0] for row in rows(text) if row[0].startswith("flash_fwd_")}
+    documented = {kernel_name(gen, row) for row in rows(text) if row[0].startswith("flash_fwd_")}
     assert documented == listed, ("regenerate docs/ptxas-summary.md (tools/ptxas-summary): "
                                   f"missing {sorted(listed - documented)}, stale {sorted(documented - listed)}")
     assert "0 with a stack frame or spills, 0 units with ptxas warnings." in text
     assert "SASS: 0 of " in text
+
+
+
+# A kernel with one WGMMA (its descriptors are never valid: it is compiled,
+# not run), as clean as an attention kernel for --check.
+WGMMA = r"""
+__global__ void clean(float* p, unsigned long long da, unsigned long long db) {
+  float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\nwgmma.fence.sync.aligned;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n"
+               "wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n}\n"
+               : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "l"(da), "l"(db), "r"(1));
+  p[threadIdx.x] = d0 + d1 + d2 + d3;
+}
+"""
+
+
+def test_objects_count_the_sass_of_each_kernel_of_a_grouped_unit(tmp_path, nvcc):
+    """A unit of a tile's kernels (FLASHCORE_GROUPED_UNITS): the SASS counts
+    and the check are per entry function, so one bad kernel among clean ones
+    is caught and the clean one keeps its own counts."""
+    objects = tmp_path / "objects"
+    objects.mkdir()
+
+    def build(src):
+        cu = tmp_path / "flash_fwd_d64_group.cu"
+        cu.write_text(src)
+        r = subprocess.run([nvcc, "-c", "-O3", "-gencode=arch=compute_90a,code=sm_90a", "-Xptxas=-v", str(cu),
+                            "-o", str(objects / "flash_fwd_d64_group.cu.o")], capture_output=True, text=True,
+                           check=True)
+        return "[1/1] Building CUDA object CMakeFiles/x.dir/flash_fwd_d64_group.cu.o\n" + r.stdout + r.stderr
+
+    r = run(tmp_path, build(PLANTED + WGMMA), "--objects", str(objects), "--check")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.splitlines()[0].startswith("1 translation units, 2 entry functions: 1 with")
+    assert "SASS: 1 of 2 kernel instantiations without HGMMA or with local-memory instructions." in r.stdout
+    got = {row[1].strip("`"): row for row in rows(r.stdout)}
+    planted = got.get("planted") or got["_Z7plantedPfi"]
+    clean = got.get("clean") or got["_Z5cleanPfyy"]
+    assert planted[0] == clean[0] == "flash_fwd_d64_group"
+    assert planted[7] == "0" and int(planted[8]) > 0  # HGMMA, LDL/STL
+    assert clean[7:9] == ["1", "0"]
+    # The same object with no report of it in the log (an incremental build
+    # that did not recompile it): the SASS columns alone, still per kernel.
+    r = run(tmp_path, "[1/1] Building CUDA object CMakeFiles/x.dir/unrelated.cu.o\n"
+            + LOG.split("flash_fwd_bf16_d128_m128_n128_s2_nt.cu.o\n")[1], "--objects", str(objects))
+    got = rows(r.stdout)
+    assert len(got) == 2 and all(row[0] == "flash_fwd_d64_group" and row[2:7] == ["-"] * 5 for row in got), r.stdout
+    # Only clean kernels in the unit: --check passes.
+    r = run(tmp_path, build(WGMMA), "--objects", str(objects), "--check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SASS: 0 of 1 kernel instantiations" in r.stdout
