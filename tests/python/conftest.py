@@ -23,6 +23,17 @@ if importlib.util.find_spec("flashcore") is None:
         sys.path.insert(0, _build_pkg)
 
 
+@pytest.fixture(scope="session")
+def gen_kernels():
+    """tools/gen_sm90_kernels.py as a module: the one list of kernel
+    instantiations (KERNELS) and their names (name())."""
+    path = os.path.join(_REPO, "tools", "gen_sm90_kernels.py")
+    spec = importlib.util.spec_from_file_location("gen_sm90_kernels", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture
 def nvcc():
     """nvcc from PATH or /usr/local/cuda; the test is skipped without one."""

@@ -1,7 +1,6 @@
 """tools/gen_sm90_kernels.py: the committed instantiation units are the
 generator's output, and the grouped units (CMake's FLASHCORE_GROUPED_UNITS,
 which scripts/test builds) hold every kernel exactly once."""
-import importlib.util
 import pathlib
 import re
 import shutil
@@ -13,22 +12,15 @@ GEN = ROOT / "tools" / "gen_sm90_kernels.py"
 UNITS = ROOT / "src" / "sm90" / "instantiations"
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("gen_sm90_kernels", GEN)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _check(root: pathlib.Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(root / "tools" / "gen_sm90_kernels.py"), "--check"],
                           capture_output=True, text=True)
 
 
-def test_committed_units_are_the_generators_output():
+def test_committed_units_are_the_generators_output(gen_kernels):
     r = _check(ROOT)
     assert r.returncode == 0, r.stderr
-    assert f"({len(_generator().KERNELS)} kernels" in r.stdout
+    assert f"({len(gen_kernels.KERNELS)} kernels" in r.stdout
 
 
 def test_check_fails_on_a_stale_or_extra_unit(tmp_path):
@@ -50,8 +42,8 @@ def test_check_fails_on_a_stale_or_extra_unit(tmp_path):
     assert r.returncode == 1 and "flash_fwd_extra.cu" in r.stderr
 
 
-def test_grouped_units_hold_every_kernel_once():
-    gen = _generator()
+def test_grouped_units_hold_every_kernel_once(gen_kernels):
+    gen = gen_kernels
     included = []
     for unit in sorted((UNITS / "grouped").glob("*.cu")):
         members = re.findall(r'^#include "sm90/instantiations/([\w]+)\.cu"$', unit.read_text(), flags=re.M)

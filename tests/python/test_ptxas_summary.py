@@ -158,25 +158,19 @@ def kernel_name(gen, row):
                      m.group(9) == "true"))
 
 
-def test_kernel_names_of_summary_rows():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("gen_sm90_kernels", ROOT / "tools" / "gen_sm90_kernels.py")
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+def test_kernel_names_of_summary_rows(gen_kernels):
+    gen = gen_kernels
     assert kernel_name(gen, ["flash_fwd_bf16_d64_m64_n128_s4", ""]) == "flash_fwd_bf16_d64_m64_n128_s4"
     row = ["flash_fwd_d128_m128_n128_s2", "`flash_fwd_kernel<KernelTraits<half_t, 128, 128, 128, 2, false, 2, "
            "false, true> >`"]
     assert kernel_name(gen, row) == "flash_fwd_fp16_d128_m128_n128_s2_c2_nt"
 
 
-def test_the_committed_summary_lists_every_kernel_instantiation():
+def test_the_committed_summary_lists_every_kernel_instantiation(gen_kernels):
     """docs/ptxas-summary.md is the issue's ptxas -v record: a kernel added
     to the one list (tools/gen_sm90_kernels.py) must show up in it, and it
     must not keep rows of kernels that are gone."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("gen_sm90_kernels", ROOT / "tools" / "gen_sm90_kernels.py")
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+    gen = gen_kernels
     listed = {gen.name(k) for k in gen.KERNELS}
     text = (ROOT / "docs" / "ptxas-summary.md").read_text()
     documented = {kernel_name(gen, row) for row in rows(text) if row[0].startswith("flash_fwd_")}

@@ -334,52 +334,44 @@ def test_flashcore_kernels_have_no_data_dependent_branch_and_no_local_memory():
         assert r.local_memory == 0, f"{r.name}: {r.local_memory} local-memory instructions"
 
 
-def _load_generator():
-    spec = importlib.util.spec_from_file_location("gen_sm90_kernels", ROOT / "tools" / "gen_sm90_kernels.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 # flash_fwd_kernel<KernelTraits<Element, head dim, block_m, block_n, stages,
 # serving, cluster_m, fold, no_turns>> as the Itanium ABI mangles it.
 _TRAITS_RE = re.compile(r"KernelTraitsIN7cutlass(10bfloat16_t|6half_t)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)"
                         r"ELb([01])ELi(\d+)ELb([01])ELb([01])EE")
 
 
-def _kernel_name(mangled: str):
-    """tools/gen_sm90_kernels.py's name of an attention kernel's entry
-    function (None for any other function)."""
+def _kernel_name(gen, mangled: str):
+    """tools/gen_sm90_kernels.py's name (gen: the conftest fixture
+    gen_kernels) of an attention kernel's entry function (None for any other
+    function)."""
     m = _TRAITS_RE.search(mangled)
     if m is None:
         return None
     dt = {"10bfloat16_t": "bf16", "6half_t": "fp16"}[m.group(1)]
     d, bm, bn, st, serving, cluster, fold, no_turns = (int(x) for x in m.groups()[1:])
-    return _load_generator().name((dt, d, bm, bn, st, bool(serving), cluster, bool(fold), bool(no_turns)))
+    return gen.name((dt, d, bm, bn, st, bool(serving), cluster, bool(fold), bool(no_turns)))
 
 
-def test_kernel_names_from_mangled_entry_functions():
-    gen = _load_generator()
+def test_kernel_names_from_mangled_entry_functions(gen_kernels):
+    gen = gen_kernels
     mangled = ("_ZN9flashcore4sm9016flash_fwd_kernelINS0_12KernelTraitsIN7cutlass10bfloat16_tELi128ELi128"
                "ELi128ELi2ELb0ELi2ELb0ELb1EEEEEvNS0_12KernelParamsIT_EE")
-    assert _kernel_name(mangled) == "flash_fwd_bf16_d128_m128_n128_s2_c2_nt"
-    assert _kernel_name(mangled.replace("10bfloat16_t", "6half_t").replace("Li2ELb0ELi2", "Li2ELb1ELi1")) \
+    assert _kernel_name(gen, mangled) == "flash_fwd_bf16_d128_m128_n128_s2_c2_nt"
+    assert _kernel_name(gen, mangled.replace("10bfloat16_t", "6half_t").replace("Li2ELb0ELi2", "Li2ELb1ELi1")) \
         == "flash_fwd_serving_fp16_d128_m128_n128_s2_nt"
-    assert _kernel_name("_ZN9flashcore4sm9024splitkv_combine_kernelILi128EEEvNS0_13CombineParamsE") is None
+    assert _kernel_name(gen, "_ZN9flashcore4sm9024splitkv_combine_kernelILi128EEEvNS0_13CombineParamsE") is None
     assert gen.name(gen.KERNELS[0]).startswith("flash_fwd_")
 
 
-def _kernel_sass(pattern, what):
+def _kernel_sass(gen, pattern, what):
     """(kernel name, SASS) of each attention kernel in the build whose
     tools/gen_sm90_kernels.py name matches `pattern`, one per entry function
     whatever the translation units hold; skips the test when the build has
     none."""
     found = []
     for o in _kernel_objects():
-        sass = audit.dump_sass(o, _cuobjdump())
-        parts = re.split(r"^\s*Function\s*:\s*(\S+)\s*$", sass, flags=re.M)
-        for mangled, body in zip(parts[1::2], parts[2::2]):
-            name = _kernel_name(mangled)
+        for mangled, body in audit.split_functions(audit.dump_sass(o, _cuobjdump())).items():
+            name = _kernel_name(gen, mangled)
             if name is not None and re.search(pattern, name):
                 found.append((name, body))
     if not found:
@@ -412,7 +404,7 @@ def _exps_between_waits(sass: str) -> list[int]:
                            lambda l: "WARPGROUP.DEPBAR.LE gsb0, 0x0" in l, lambda l: "MUFU.EX2" in l, restart=True)
 
 
-def test_kernels_without_turns_run_the_softmax_under_the_pv_product():
+def test_kernels_without_turns_run_the_softmax_under_the_pv_product(gen_kernels):
     # 64-row tiles (one consumer warpgroup), head dim 256 and the `_nt`
     # kernels (two warpgroups without ping-pong turns: kernel_traits.h
     # kNoTurns_) compute a block's softmax while the previous
@@ -421,7 +413,7 @@ def test_kernels_without_turns_run_the_softmax_under_the_pv_product():
     # between them (wgmma_utils.h: basic_block_boundary): every exp2 of the
     # block must lie between the two waits, a thread's share of the 64 x
     # block_n scores (block_n / 2: 64 at 128 keys, 40 at 80).
-    for name, sass in _kernel_sass(r"_m64_|_d256_|_nt$", "64-row, head-dim-256 or no-turns"):
+    for name, sass in _kernel_sass(gen_kernels, r"_m64_|_d256_|_nt$", "64-row, head-dim-256 or no-turns"):
         block_n = int(re.search(r"_n(\d+)_", name).group(1))
         counts = _exps_between_waits(sass)
         assert counts, f"{name}: no wait for Q·Kᵀ with P·V in flight"
@@ -440,11 +432,11 @@ def _fmuls_between_products(sass: str) -> list[int]:
                            lambda l: re.search(r"\bFMUL\b", l) is not None, restart=False)
 
 
-def test_one_and_three_warpgroup_kernels_rescale_o_under_the_qk_product():
+def test_one_and_three_warpgroup_kernels_rescale_o_under_the_qk_product(gen_kernels):
     # The 64- and 192-row tiles rescale O (32 FMULs a thread at head dim 64)
     # between the issue of the next Q·Kᵀ and that of the P·V product
     # (src/sm90/mainloop_mma.h: kRescaleInTurn), where the Q·Kᵀ hides them.
-    for name, sass in _kernel_sass(r"_d64_m(64|192)_", "head-dim-64 64/192-row"):
+    for name, sass in _kernel_sass(gen_kernels, r"_d64_m(64|192)_", "head-dim-64 64/192-row"):
         counts = _fmuls_between_products(sass)
         assert counts, f"{name}: no Q·Kᵀ batch followed by a P·V batch"
         assert max(counts) >= 32, f"{name}: FMULs between the products: {counts}"
