@@ -88,37 +88,62 @@ struct MainloopLoad {
   // and 16 issues a block, made paged decode 25-40% slower than a contiguous
   // cache.) Chunks that start past the sequence (or past its block-table
   // row) read page num_pages: out of the pool, so TMA writes zeros there.
+  //
+  // The order follows the contiguous path's: a block's lookups are issued
+  // before the leader waits for the stage (their round trip runs under the
+  // wait), K is issued as soon as K's stage is free and V only then waits
+  // for V's, which frees later (after P·V). Until 2026-11-29 the leader
+  // waited for both stages before the lookups, so every block's K waited for
+  // the previous P·V and then a block-table round trip: on the H200 paged
+  // decode took 19-21% longer that way where it streams (same-run A/B,
+  // bench/results/2026-11-29-h200/call1-ab1-*, output bits identical;
+  // tools/variant-ab/patches/page-order.patch). Looking the pages up one
+  // block ahead on top of it gained nothing.
+  CUTE_DEVICE static int page_of(Params const& params, SeqInfo const& si, int batch, int key) {
+    int const logical = key / params.page_size;
+    return key < si.seqlen_k && logical < params.max_pages_per_seq
+               ? load_index(params.block_table + int64_t(batch) * params.block_table_stride + logical)
+               : params.num_pages;
+  }
+
   template <class Chunk>
   CUTE_DEVICE static void load_page_chunks(Params const& params, typename Chunk::Tmas const& tmas, Storage& storage,
                                            PipelineKV& pipeline_k, PipelineKV& pipeline_v,
-                                           PipelineState const& write_state, SeqInfo const& si, int batch,
-                                           int head_kv, int n, int lane) {
+                                           PipelineState const& write_state, int head_kv, int n, int lane,
+                                           int page) {
     constexpr int kKeys = Chunk::kKeys;
     auto const& tma_k = tmas.k;
     auto const& tma_v = tmas.v;
-    if (lane >= Traits::kBlockN / kKeys) return;
-    Tensor mKp = tma_k.get_tma_tensor(make_shape(params.page_size, params.head_dim, params.heads_kv, params.num_pages));
-    Tensor mVp = tma_v.get_tma_tensor(make_shape(params.head_dim, params.page_size, params.heads_kv, params.num_pages));
+    bool const leader = lane == 0;
+    bool const active = lane < Traits::kBlockN / kKeys;
     int const stage = write_state.index();
     int const i = lane;
     int const key = n * Traits::kBlockN + i * kKeys;
-    int const logical = key / params.page_size;
-    int const row = key - logical * params.page_size;
-    int const page = key < si.seqlen_k && logical < params.max_pages_per_seq
-                         ? load_index(params.block_table + int64_t(batch) * params.block_table_stride + logical)
-                         : params.num_pages;
-    Tensor gk = local_tile(mKp(_, _, head_kv, page), Shape<Int<kKeys>, Int<Traits::kHeadDim>>{},
-                           make_coord(row / kKeys, _0{}));
-    Tensor sk = make_tensor(make_smem_ptr(storage.smem_k.data() + Chunk::k_offset(i, stage)),
-                            typename Chunk::SmemLayoutK{});
-    auto tma_kc = tma_k.get_slice(_0{});
-    copy(tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0), tma_kc.partition_S(gk), tma_kc.partition_D(sk));
-    Tensor gv = local_tile(mVp(_, _, head_kv, page), Shape<Int<Traits::kHeadDim>, Int<kKeys>>{},
-                           make_coord(_0{}, row / kKeys));
-    Tensor sv = make_tensor(make_smem_ptr(storage.smem_v.data() + Chunk::v_offset(i, stage)),
-                            typename Chunk::SmemLayoutVt{});
-    auto tma_vc = tma_v.get_slice(_0{});
-    copy(tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0), tma_vc.partition_S(gv), tma_vc.partition_D(sv));
+    int const row = key - (key / params.page_size) * params.page_size;
+    Tensor mKp = tma_k.get_tma_tensor(make_shape(params.page_size, params.head_dim, params.heads_kv, params.num_pages));
+    Tensor mVp = tma_v.get_tma_tensor(make_shape(params.head_dim, params.page_size, params.heads_kv, params.num_pages));
+    if (leader) pipeline_k.producer_acquire(write_state);
+    __syncwarp();  // K's stage is free and armed before any lane issues into it
+    if (active) {
+      Tensor gk = local_tile(mKp(_, _, head_kv, page), Shape<Int<kKeys>, Int<Traits::kHeadDim>>{},
+                             make_coord(row / kKeys, _0{}));
+      Tensor sk = make_tensor(make_smem_ptr(storage.smem_k.data() + Chunk::k_offset(i, stage)),
+                              typename Chunk::SmemLayoutK{});
+      auto tma_kc = tma_k.get_slice(_0{});
+      copy(tma_k.with(*pipeline_k.producer_get_barrier(write_state), 0), tma_kc.partition_S(gk),
+           tma_kc.partition_D(sk));
+    }
+    if (leader) pipeline_v.producer_acquire(write_state);
+    __syncwarp();  // and V's
+    if (active) {
+      Tensor gv = local_tile(mVp(_, _, head_kv, page), Shape<Int<Traits::kHeadDim>, Int<kKeys>>{},
+                             make_coord(_0{}, row / kKeys));
+      Tensor sv = make_tensor(make_smem_ptr(storage.smem_v.data() + Chunk::v_offset(i, stage)),
+                              typename Chunk::SmemLayoutVt{});
+      auto tma_vc = tma_v.get_slice(_0{});
+      copy(tma_v.with(*pipeline_v.producer_get_barrier(write_state), 0), tma_vc.partition_S(gv),
+           tma_vc.partition_D(sv));
+    }
   }
 
   CUTE_DEVICE static void run(Params const& params, Storage& storage, PipelineKV& pipeline_k,
@@ -186,6 +211,14 @@ struct MainloopLoad {
       }
       ++q_iter;
 
+      // Paged: the page of this lane's chunk of key block n (num_pages, out
+      // of the pool, for lanes past the block's chunks).
+      int const chunk_keys = params.page_wide ? int(Traits::WideChunk::kKeys) : int(Traits::NarrowChunk::kKeys);
+      auto chunk_page = [&](int n) {
+        return lane * chunk_keys < Traits::kBlockN ? page_of(params, si, t.batch, n * Traits::kBlockN + lane * chunk_keys)
+                                                   : params.num_pages;
+      };
+
       CUTLASS_PRAGMA_NO_UNROLL
       for (int n = w.n_end - 1; n >= w.n_begin; --n) {
         // Only the leader waits for a stage and arms its barrier with the
@@ -205,17 +238,13 @@ struct MainloopLoad {
           copy(load_v, tVgV(_, _, _, n), tVsV(_, _, _, stage));
           if (Traits::kPairsMayStraddle && !shared_kv) copy(load_v, tVgV_other(_, _, _, n), tVsV_other(_, _, _, stage));
         } else if constexpr (Traits::kServing) {
-          if (leader) {
-            pipeline_k.producer_acquire(write_state);
-            pipeline_v.producer_acquire(write_state);
-          }
-          __syncwarp();  // the stage is free and armed before any lane issues into it
+          int const page = chunk_page(n);  // in flight while the leader waits for the stage
           if (params.page_wide) {
             load_page_chunks<typename Traits::WideChunk>(params, params.page_tma_wide, storage, pipeline_k,
-                                                         pipeline_v, write_state, si, t.batch, head_kv, n, lane);
+                                                         pipeline_v, write_state, head_kv, n, lane, page);
           } else {
             load_page_chunks<typename Traits::NarrowChunk>(params, params.page_tma_narrow, storage, pipeline_k,
-                                                           pipeline_v, write_state, si, t.batch, head_kv, n, lane);
+                                                           pipeline_v, write_state, head_kv, n, lane, page);
           }
         }
         ++write_state;

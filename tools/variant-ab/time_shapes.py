@@ -94,6 +94,7 @@ BASE = [
     ("pgB1S4096", "bf16", 1, 32, 4096, 128, "paged", ()),
     ("pgB1S32768", "bf16", 1, 32, 32768, 128, "paged", ()),
     ("pgB16S4096", "bf16", 16, 32, 4096, 128, "paged", ()),
+    ("pgB64S4096", "bf16", 64, 32, 4096, 128, "paged", ()),
     # pages of 16 keys (read in 16-key chunks; kernel_traits.h PageChunk)
     ("pg16B16S4096", "bf16", 16, 32, 4096, 128, "paged16", ()),
 ]
