@@ -64,11 +64,18 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
                                      : PipelineKV::ThreadCategory::Consumer;
   pipe_params.is_leader = is_producer_thread;
   pipe_params.num_consumers = Traits::kNumMmaThreads;
+  // A paged cache is loaded by the whole producer warp, everything else by
+  // one thread, or with kSplitKVIssue by two: thread 0 Q and K, thread
+  // kVIssueThread V (mainloop_load.h), which then arms V's barriers.
+  bool const warp_loads = Traits::kServing && params.block_table != nullptr;
+  bool const split_issue = Traits::kSplitKVIssue && !warp_loads;
+  typename PipelineKV::Params pipe_params_v = pipe_params;
+  if (split_issue) pipe_params_v.is_leader = threadIdx.x == Traits::kVIssueThread;
   // With K/V multicast, a consumer's release of a stage arrives on the empty
   // barriers of every CTA of the cluster (each one's producer writes into
   // all of them), and each CTA's full barrier counts the whole block's bytes.
   PipelineKV pipeline_k(storage.pipeline_k, pipe_params, typename Traits::ClusterShape{});
-  PipelineKV pipeline_v(storage.pipeline_v, pipe_params, typename Traits::ClusterShape{});
+  PipelineKV pipeline_v(storage.pipeline_v, pipe_params_v, typename Traits::ClusterShape{});
   cutlass::arch::fence_barrier_init();
   // Every CTA's barriers are initialized before any peer arrives on them or
   // multicasts into its shared memory.
@@ -92,12 +99,14 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   if (warp_group == 0) {
     if constexpr (Traits::kRegSplit) cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
-    // A paged cache is loaded by the whole producer warp, everything else by
-    // one thread (mainloop_load.h).
-    bool const warp_loads = Traits::kServing && params.block_table != nullptr;
-    if (warp_loads ? threadIdx.x < 32 : is_producer_thread) {
-      MainloopLoad<Traits>::run(params, storage, pipeline_k, pipeline_v);
-    } else if constexpr (Traits::kQWarp) {
+    using Load = MainloopLoad<Traits>;
+    if (split_issue) {
+      if (is_producer_thread) Load::template run<Load::kQK>(params, storage, pipeline_k, pipeline_v);
+      if (threadIdx.x == Traits::kVIssueThread) Load::template run<Load::kV>(params, storage, pipeline_k, pipeline_v);
+    } else if (warp_loads ? threadIdx.x < 32 : is_producer_thread) {
+      Load::run(params, storage, pipeline_k, pipeline_v);
+    }
+    if constexpr (Traits::kQWarp) {
       if (threadIdx.x == 32) MainloopLoad<Traits>::run_q(params, storage);
     }
   } else {

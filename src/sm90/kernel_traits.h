@@ -275,6 +275,22 @@ struct KernelTraits {
 #endif
   static constexpr bool kQWarp = FLASHCORE_Q_WARP && !kServing && kQStages == 1;  // (kIssueAhead needs two)
 
+  // K and V issued by two producer threads (mainloop_load.h run<kQK> and
+  // run<kV>): K's ring refilled as soon as a Q·Kᵀ frees a stage, not after
+  // the V stage the same thread would wait for first. Thread 64 (the producer
+  // warpgroup's third warp: the second may load Q, kQWarp). Paged calls keep
+  // the warp-wide loop. Head dim 256 only: same-run A/B on the H200
+  // (2026-11-29, bench/results/2026-11-29-h200/call4-ab2-*, three rounds,
+  // output bits identical) unmasked 512 and 1k 1.9% and 1.8% faster (every
+  // round), 16k and causal 512 level (-0.3%); at head dim 128 it was slower
+  // (causal 512 +2.1%, unmasked 512 and 1k +0.8%, every round), at head dim
+  // 64 level. FLASHCORE_SPLIT_KV_ISSUE=0 builds without it (the A/B baseline).
+#ifndef FLASHCORE_SPLIT_KV_ISSUE
+#define FLASHCORE_SPLIT_KV_ISSUE 1
+#endif
+  static constexpr bool kSplitKVIssue = FLASHCORE_SPLIT_KV_ISSUE && kHeadDim == 256;
+  static constexpr int kVIssueThread = 64;
+
   // O's store unit. With a buffer of its own, each consumer warpgroup stages
   // and stores its own 64 rows (one TMA store each, a named barrier over the
   // warpgroup only): a warpgroup that finishes a tile goes on to the next

@@ -146,6 +146,13 @@ struct MainloopLoad {
     }
   }
 
+  // kRole: which loads this thread issues. kBoth: Q, K and V (and, for a
+  // paged cache, the whole warp runs it); with kernel_traits.h kSplitKVIssue one
+  // thread issues Q and K (kQK) and another V (kV), each waiting for its own
+  // ring only, so K's next stage (freed after a Q·Kᵀ) is refilled without
+  // waiting behind V's (freed after the later P·V).
+  enum Role { kBoth = 0, kQK = 1, kV = 2 };
+  template <int kRole = kBoth>
   CUTE_DEVICE static void run(Params const& params, Storage& storage, PipelineKV& pipeline_k,
                               PipelineKV& pipeline_v) {
     Tensor sK = make_tensor(make_smem_ptr(storage.smem_k.data()), typename Traits::SmemLayoutK{});
@@ -206,7 +213,7 @@ struct MainloopLoad {
           Traits::kClusterM > 1 && (!Traits::kPairsMayStraddle || params.divisors.units.rem(tile | 1) != 0);
       uint16_t const mask = shared_kv ? Traits::kMulticastMask : uint16_t(1u << cta_rank);
 
-      if constexpr (!Traits::kQWarp) {
+      if constexpr (!Traits::kQWarp && kRole != kV) {
         if (leader) load_q(params, storage, q_iter, mQ, t, si, w, varlen_q);
       }
       ++q_iter;
@@ -228,16 +235,20 @@ struct MainloopLoad {
         if (!paged) {  // the leader alone runs this loop
           // K is issued as soon as its stage is free: V's frees later (after P·V).
           int const stage = write_state.index();
-          pipeline_k.producer_acquire(write_state);
-          // One armed copy a block serves both slices when the pair straddles two heads.
-          auto const load_k = params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask, l2_hint_kv());
-          copy(load_k, tKgK(_, _, _, n), tKsK(_, _, _, stage));
-          if (Traits::kPairsMayStraddle && !shared_kv) copy(load_k, tKgK_other(_, _, _, n), tKsK_other(_, _, _, stage));
-          pipeline_v.producer_acquire(write_state);
-          auto const load_v = params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask, l2_hint_kv());
-          copy(load_v, tVgV(_, _, _, n), tVsV(_, _, _, stage));
-          if (Traits::kPairsMayStraddle && !shared_kv) copy(load_v, tVgV_other(_, _, _, n), tVsV_other(_, _, _, stage));
-        } else if constexpr (Traits::kServing) {
+          if constexpr (kRole != kV) {
+            pipeline_k.producer_acquire(write_state);
+            // One armed copy a block serves both slices when the pair straddles two heads.
+            auto const load_k = params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask, l2_hint_kv());
+            copy(load_k, tKgK(_, _, _, n), tKsK(_, _, _, stage));
+            if (Traits::kPairsMayStraddle && !shared_kv) copy(load_k, tKgK_other(_, _, _, n), tKsK_other(_, _, _, stage));
+          }
+          if constexpr (kRole != kQK) {
+            pipeline_v.producer_acquire(write_state);
+            auto const load_v = params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask, l2_hint_kv());
+            copy(load_v, tVgV(_, _, _, n), tVsV(_, _, _, stage));
+            if (Traits::kPairsMayStraddle && !shared_kv) copy(load_v, tVgV_other(_, _, _, n), tVsV_other(_, _, _, stage));
+          }
+        } else if constexpr (Traits::kServing && kRole == kBoth) {
           int const page = chunk_page(n);  // in flight while the leader waits for the stage
           if (params.page_wide) {
             load_page_chunks<typename Traits::WideChunk>(params, params.page_tma_wide, storage, pipeline_k,
@@ -252,8 +263,8 @@ struct MainloopLoad {
     }
     // Keep the CTA alive until the consumers have released every stage.
     if (leader) {
-      pipeline_k.producer_tail(write_state);
-      pipeline_v.producer_tail(write_state);
+      if constexpr (kRole != kV) pipeline_k.producer_tail(write_state);
+      if constexpr (kRole != kQK) pipeline_v.producer_tail(write_state);
     }
   }
 };
