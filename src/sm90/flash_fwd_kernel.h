@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       Load::run(params, storage, pipeline_k, pipeline_v);
     }
     if constexpr (Traits::kQWarp) {
-      if (threadIdx.x == 32) MainloopLoad<Traits>::run_q(params, storage);
+      if (threadIdx.x == 32) Load::run_q(params, storage);
     }
   } else {
     if constexpr (Traits::kRegSplit) cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();

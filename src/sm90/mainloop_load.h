@@ -219,7 +219,9 @@ struct MainloopLoad {
       ++q_iter;
 
       // Paged: the page of this lane's chunk of key block n (num_pages, out
-      // of the pool, for lanes past the block's chunks).
+      // of the pool, for lanes past the block's chunks). Looked up here, once
+      // for both chunk widths: the form the 2026-11-29 A/B timed (the lookup
+      // inside load_page_chunks compiles to other SASS, not timed).
       int const chunk_keys = params.page_wide ? int(Traits::WideChunk::kKeys) : int(Traits::NarrowChunk::kKeys);
       auto chunk_page = [&](int n) {
         return lane * chunk_keys < Traits::kBlockN ? page_of(params, si, t.batch, n * Traits::kBlockN + lane * chunk_keys)
