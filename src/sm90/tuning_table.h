@@ -220,6 +220,11 @@ inline int tuned_cluster(const Problem& p, int block_m, int block_n) {
 //    multicast twin, which runs the unmasked calls, against its turns in the
 //    same build, three rounds, medians): 1k 0.7% slower (within the
 //    rounds' spread), 2k 3.1% faster, 4k 2.5%, 8k 2.2%, 16k 2.3%.
+//  - On an H200 (bench/results/2026-11-29b-h200/call2-ab1-*, three rounds):
+//    turns kept 3.2% slower at 16k and 1.0% at 1k; no turns from 512 keys
+//    (FLASHCORE_NO_TURNS_MIN_KEYS=512) 2.0% slower unmasked and 1.4%
+//    causal at 512. (Multicast off there: 1.1-3.6% slower at 512 and 16k,
+//    but 1.0% faster at head dim 256 unmasked 1k, the H100's reverse.)
 // The bits are those of the kernel with turns, so the choice may follow any
 // shape.
 constexpr bool has_no_turns_kernel(int head_dim, int block_m, int block_n) {
@@ -230,8 +235,18 @@ inline bool no_turns_allowed() {
   static const bool allowed = env_switch_on("FLASHCORE_NO_TURNS");
   return allowed;
 }
+// FLASHCORE_NO_TURNS_MIN_KEYS=N in the environment moves the key count from
+// which the kernels without turns run (for same-build A/Bs; 1024 otherwise).
+inline int64_t no_turns_min_keys() {
+  static const int64_t keys = [] {
+    const char* v = std::getenv("FLASHCORE_NO_TURNS_MIN_KEYS");
+    return v != nullptr && std::atoll(v) > 0 ? int64_t(std::atoll(v)) : int64_t(1024);
+  }();
+  return keys;
+}
 inline bool tuned_no_turns(const Problem& p, int block_m, int block_n) {
-  return has_no_turns_kernel(int(p.head_dim), block_m, block_n) && p.seqlen_k >= 1024 && no_turns_allowed();
+  return has_no_turns_kernel(int(p.head_dim), block_m, block_n) && p.seqlen_k >= no_turns_min_keys() &&
+         no_turns_allowed();
 }
 
 inline CallShape call_shape(const Problem& p) {

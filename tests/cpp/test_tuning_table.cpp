@@ -236,6 +236,7 @@ TEST(TuningTable, KvMulticastOnlyForUnmaskedPlainCallsWhoseTilesPairUp) {
 // head dims, or serving calls (dispatch).
 TEST(TuningTable, NoTurnsForHeadDim128From1kKeys) {
   if (!no_turns_allowed()) GTEST_SKIP() << "FLASHCORE_NO_TURNS=0 in the environment";
+  if (no_turns_min_keys() != 1024) GTEST_SKIP() << "FLASHCORE_NO_TURNS_MIN_KEYS in the environment";
   flashcore::Problem p = problem(4, 16, 16, 4096, 1024);
   p.head_dim = 128;
   EXPECT_TRUE(tuned_no_turns(p, 128, 128));
