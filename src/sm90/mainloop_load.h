@@ -99,9 +99,9 @@ struct MainloopLoad {
   // bench/results/2026-11-29-h200/call1-ab1-*, output bits identical;
   // tools/variant-ab/patches/page-order.patch). Looking the pages up one
   // block ahead on top of it gained nothing.
-  CUTE_DEVICE static int page_of(Params const& params, SeqInfo const& si, int batch, int key) {
+  CUTE_DEVICE static int page_of(Params const& params, int seqlen_k, int batch, int key) {
     int const logical = key / params.page_size;
-    return key < si.seqlen_k && logical < params.max_pages_per_seq
+    return key < seqlen_k && logical < params.max_pages_per_seq
                ? load_index(params.block_table + int64_t(batch) * params.block_table_stride + logical)
                : params.num_pages;
   }
@@ -223,8 +223,10 @@ struct MainloopLoad {
       // for both chunk widths: the form the 2026-11-29 A/B timed (the lookup
       // inside load_page_chunks compiles to other SASS, not timed).
       int const chunk_keys = params.page_wide ? int(Traits::WideChunk::kKeys) : int(Traits::NarrowChunk::kKeys);
-      auto chunk_page = [&](int n) {
-        return lane * chunk_keys < Traits::kBlockN ? page_of(params, si, t.batch, n * Traits::kBlockN + lane * chunk_keys)
+      // (The sequence's values by copy: C++17 lambdas cannot capture the
+      // structured bindings above.)
+      auto chunk_page = [&, seqlen_k = si.seqlen_k, batch = t.batch](int n) {
+        return lane * chunk_keys < Traits::kBlockN ? page_of(params, seqlen_k, batch, n * Traits::kBlockN + lane * chunk_keys)
                                                    : params.num_pages;
       };
 
