@@ -81,6 +81,41 @@ __global__ void pipe_kernel(float* out, long long* cycles) {
   if (threadIdx.x % 32 == 0) cycles[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = t1 - t0;
 }
 
+// MUFU.EX2 under a guard predicate: 8 chains a loop iteration, each
+// `@q ex2`, q set once an iteration from a run-time value (one ISETP a
+// iteration besides the 8 MUFU). kMode 0: q true on every lane; 1: false on
+// every lane (a warp-uniform skip, as a masked key block's dead column
+// groups would be); 2: true on lanes 0-15 only. Whether a predicated-off
+// MUFU.EX2 still takes the pipe's 8 cycles a warp decides whether skipping
+// exponentials by predicate can save MUFU time (2026-11-29b,
+// tools/variant-ab/patches/diag-pred.patch).
+template <int kMode>
+__global__ void pred_kernel(float* out, long long* cycles) {
+  int const zero = int(blockIdx.x >> 30);  // 0, unknown to the compiler
+  float x[kChains];
+#pragma unroll
+  for (int j = 0; j < kChains; ++j) x[j] = 0.25f + 0.01f * float((threadIdx.x + j) % 7);
+  int const lane = int(threadIdx.x % 32);
+  int const on = kMode == 0 ? 1 + zero : kMode == 1 ? zero : int(lane < 16) + zero;
+  __syncwarp();
+  long long const t0 = clock64();
+  for (int i = 0; i < kIters; ++i) {
+    asm volatile(
+        "{\n .reg .pred q;\n setp.ne.s32 q, %8, 0;\n"
+        " @q ex2.approx.ftz.f32 %0, %0;\n @q ex2.approx.ftz.f32 %1, %1;\n"
+        " @q ex2.approx.ftz.f32 %2, %2;\n @q ex2.approx.ftz.f32 %3, %3;\n"
+        " @q ex2.approx.ftz.f32 %4, %4;\n @q ex2.approx.ftz.f32 %5, %5;\n"
+        " @q ex2.approx.ftz.f32 %6, %6;\n @q ex2.approx.ftz.f32 %7, %7;\n}"
+        : "+f"(x[0]), "+f"(x[1]), "+f"(x[2]), "+f"(x[3]), "+f"(x[4]), "+f"(x[5]), "+f"(x[6]), "+f"(x[7])
+        : "r"(on));
+  }
+  long long const t1 = clock64();
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < kChains; ++j) s += x[j];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+  if (threadIdx.x % 32 == 0) cycles[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = t1 - t0;
+}
 struct Test {
   const char* name;
   void (*kernel)(float*, long long*);
@@ -105,6 +140,9 @@ int main() {
       {"mix MUFU.EX2 + F2FP.BF16 (1:1)", pipe_kernel<0, 1, false>, 2 * kChains, false},
       {"mix MUFU.EX2 + FFMA (1:1)", pipe_kernel<0, 2, false>, 2 * kChains, false},
       {"mix MUFU.EX2 + FMNMX (1:1)", pipe_kernel<0, 3, false>, 2 * kChains, false},
+      {"MUFU.EX2 @q, q true", pred_kernel<0>, kChains, false},
+      {"MUFU.EX2 @q, q false (warp)", pred_kernel<1>, kChains, false},
+      {"MUFU.EX2 @q, q on lanes 0-15", pred_kernel<2>, kChains, false},
       {"MUFU.EX2 latency", pipe_kernel<0, -1, true>, 1, true},
       {"F2FP.BF16 latency", pipe_kernel<1, -1, true>, 1, true},
       {"FFMA latency", pipe_kernel<2, -1, true>, 1, true},
