@@ -223,8 +223,9 @@ inline int tuned_cluster(const Problem& p, int block_m, int block_n) {
 //  - On an H200 (bench/results/2026-11-29b-h200/call2-ab1-*, three rounds):
 //    turns kept 3.2% slower at 16k and 1.0% at 1k; no turns from 512 keys
 //    (FLASHCORE_NO_TURNS_MIN_KEYS=512) 2.0% slower unmasked and 1.4%
-//    causal at 512. (Multicast off there: 1.1-3.6% slower at 512 and 16k,
-//    but 1.0% faster at head dim 256 unmasked 1k, the H100's reverse.)
+//    causal at 512. (Multicast off there: 0.8-3.6% slower at 512 and 16k,
+//    level at head dim 256 512, and 1.0% faster at head dim 256 unmasked
+//    1k, the H100's reverse.)
 // The bits are those of the kernel with turns, so the choice may follow any
 // shape.
 constexpr bool has_no_turns_kernel(int head_dim, int block_m, int block_n) {
