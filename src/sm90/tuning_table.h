@@ -154,6 +154,13 @@ inline bool env_switch_on(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
+// A dispatch threshold for the same A/Bs: the environment variable `name`
+// when it holds a positive integer, else `fallback`.
+inline int64_t env_positive_or(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  long long const n = v != nullptr ? std::atoll(v) : 0;
+  return n > 0 ? int64_t(n) : fallback;
+}
 
 // FLASHCORE_CLUSTER=0 in the environment turns K/V multicast off.
 inline bool cluster_allowed() {
@@ -239,10 +246,7 @@ inline bool no_turns_allowed() {
 // FLASHCORE_NO_TURNS_MIN_KEYS=N in the environment moves the key count from
 // which the kernels without turns run (for same-build A/Bs; 1024 otherwise).
 inline int64_t no_turns_min_keys() {
-  static const int64_t keys = [] {
-    const char* v = std::getenv("FLASHCORE_NO_TURNS_MIN_KEYS");
-    return v != nullptr && std::atoll(v) > 0 ? int64_t(std::atoll(v)) : int64_t(1024);
-  }();
+  static const int64_t keys = env_positive_or("FLASHCORE_NO_TURNS_MIN_KEYS", 1024);
   return keys;
 }
 inline bool tuned_no_turns(const Problem& p, int block_m, int block_n) {

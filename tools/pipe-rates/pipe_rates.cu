@@ -46,6 +46,21 @@ __device__ __forceinline__ void step(float& r) {
   }
 }
 
+// Stores a thread's chains (so the compiler keeps them) and, from each
+// warp's lane 0, the warp's cycle count.
+__device__ __forceinline__ void record(float* out, long long* cycles, float const (&x)[kChains], long long elapsed,
+                                       float const* y = nullptr) {
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < kChains; ++j) s += x[j];
+  if (y != nullptr) {
+#pragma unroll
+    for (int j = 0; j < kChains; ++j) s += y[j];
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+  if (threadIdx.x % 32 == 0) cycles[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = elapsed;
+}
+
 // kOpB < 0: kOpA on each of 8 chains a loop iteration (or on one chain for a
 // latency test). Otherwise a mix: kOpA on 8 chains and kOpB on 8 chains of
 // its own (ptxas orders them as it likes; only the total time counts).
@@ -72,13 +87,7 @@ __global__ void pipe_kernel(float* out, long long* cycles) {
     }
   }
   long long const t1 = clock64();
-  float s = 0.f;
-#pragma unroll
-  for (int j = 0; j < kChains; ++j) s += x[j];
-#pragma unroll
-  for (int j = 0; j < kChains; ++j) s += y[j];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-  if (threadIdx.x % 32 == 0) cycles[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = t1 - t0;
+  record(out, cycles, x, t1 - t0, y);
 }
 
 // MUFU.EX2 under a guard predicate: 8 chains a loop iteration, each
@@ -110,12 +119,9 @@ __global__ void pred_kernel(float* out, long long* cycles) {
         : "r"(on));
   }
   long long const t1 = clock64();
-  float s = 0.f;
-#pragma unroll
-  for (int j = 0; j < kChains; ++j) s += x[j];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
-  if (threadIdx.x % 32 == 0) cycles[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = t1 - t0;
+  record(out, cycles, x, t1 - t0);
 }
+
 struct Test {
   const char* name;
   void (*kernel)(float*, long long*);
