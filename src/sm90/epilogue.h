@@ -80,7 +80,8 @@ struct Epilogue {
       }
     }
     Tensor coord_rc = coords(mma_thread);
-    int const row0 = w.m_block * Traits::kBlockM;
+    int row0 = w.m_block * Traits::kBlockM;
+    if constexpr (Traits::kFrontPad) row0 -= w.row_shift;  // negative: the tile starts with padding rows
 
     if (w.num_splits > 1) {
       // Split-KV partial: rows < seqlen_q <= kSplitMaxRows, m_block 0.
@@ -185,11 +186,15 @@ struct Epilogue {
       cutlass::arch::NamedBarrier::sync(kStoreThreads, barrier);
       if constexpr (Traits::kIssueAhead) warpgroup_wait<0>();  // the next tile's first Q·Kᵀ
 
-      if (store_thread == 0) {
+      // A unit of kFrontPad's padding rows (all before row 0) stores nothing.
+      static_assert(!Traits::kFrontPad || Traits::kStoreRows == 64, "the padding is whole store units");
+      if (store_thread == 0 && (!Traits::kFrontPad || row0 + unit * Traits::kStoreRows >= 0)) {
         Tensor mO = params.tma_o.get_tma_tensor(
             make_shape(params.seq.seqlen_q, params.head_dim, params.heads_q, params.batch));
         Tensor gO = local_tile(mO(_, _, t.head, t.batch), Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{},
-                               make_coord(w.m_block * (Traits::kBlockM / Traits::kStoreRows) + unit, round));
+                               make_coord(Traits::kFrontPad ? row0 / Traits::kStoreRows + unit
+                                                            : w.m_block * (Traits::kBlockM / Traits::kStoreRows) + unit,
+                                          round));
         auto tma_o = params.tma_o.get_slice(_0{});
         copy(params.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
         tma_store_arrive();
@@ -210,7 +215,7 @@ struct Epilogue {
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < kRows; ++r) {
       int row = row0 + get<0>(coord_rc(r, 0));
-      if (get<1>(coord_rc(r, 0)) == 0 && row < si.seqlen_q) {
+      if (get<1>(coord_rc(r, 0)) == 0 && row < si.seqlen_q && (!Traits::kFrontPad || row >= 0)) {
         params.lse[int64_t(t.batch) * params.lse_stride_b + int64_t(t.head) * params.lse_stride_h +
                    int64_t(si.q_offset + row) * params.lse_stride_s] = lse[r];
       }

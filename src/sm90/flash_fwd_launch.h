@@ -79,19 +79,26 @@ TmaSet<Traits> make_tma_set(const TmaKey& key) {
 
 // tail_plan.h: a paired call's plan, built once per shape.
 struct TailKey {
-  int32_t tiles, grid, units, heads, batch, seqlen_q, seqlen_k, window_left, window_right;
+  int32_t tiles, grid, units, heads, batch, seqlen_q, seqlen_k, window_left, window_right, row_shift;
 };
+
+template <class Traits>
+int row_shift_of(KernelParams<Traits> const& params) {
+  if constexpr (Traits::kFrontPad) return params.row_shift;
+  return 0;
+}
 
 template <class Traits>
 TailPlan tail_plan_for(KernelParams<Traits> const& params, int grid) {
   static RecentCache<TailKey, TailPlan, 8> cache;
   TailKey const key{params.num_tiles, grid, params.num_units, params.heads_q, params.batch,
-                    params.seq.seqlen_q, params.seq.seqlen_k, params.seq.window_left, params.seq.window_right};
+                    params.seq.seqlen_q, params.seq.seqlen_k, params.seq.window_left, params.seq.window_right,
+                    row_shift_of(params)};
   return cache.get(key, [&] {
     return make_paired_tail_plan<Traits::kBlockM, Traits::kBlockN>(
         Traits::kTail.full_rounds, Traits::kTail.max_keys, params.num_tiles, grid, params.num_units, params.heads_q,
         params.batch, params.divisors, params.seq.seqlen_q, params.seq.seqlen_k, params.seq.window_left,
-        params.seq.window_right, Traits::kIssueAhead);
+        params.seq.window_right, Traits::kIssueAhead, row_shift_of(params));
   });
 }
 
@@ -146,6 +153,11 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   params.seq = seq_params(args, p, plan.split);
   int64_t const m_blocks = (rows + Traits::kBlockM - 1) / Traits::kBlockM;
   params.seq.num_m_blocks = int32_t(m_blocks);
+  // tail_policy.h front_pad: on causal-like calls the last tile's whole
+  // warpgroups of padding rows go before row 0.
+  if constexpr (Traits::kFrontPad) {
+    if (triangular_costs(p)) params.row_shift = front_pad_rows(rows, Traits::kBlockM);
+  }
 
   params.scale_log2 = float(double(p.scale) * 1.4426950408889634);
   params.lse = p.has_lse ? static_cast<float*>(args.lse.data) : nullptr;

@@ -67,6 +67,10 @@ struct KernelParams {
   // only; last, so that no other member moves).
   struct NoTailPlan {};
   std::conditional_t<kTailPlan, TailPlan, NoTailPlan> tail{};
+  // Padding rows before row 0 (tail_policy.h front_pad, kernels with
+  // kFrontPad only; last, so that no other member moves).
+  struct NoFrontPad {};
+  std::conditional_t<Traits::kFrontPad, int32_t, NoFrontPad> row_shift{};
 };
 
 }  // namespace flashcore::sm90

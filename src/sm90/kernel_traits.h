@@ -233,6 +233,8 @@ struct KernelTraits {
   // which kernels, how much and up to how many keys: tail_policy.h.
   static constexpr TailPolicy kTail = tail_policy(kHeadDim, kBlockM, kBlockN, kClusterM, kServing);
   static constexpr bool kTailPlan = kTail.plan;
+  // tail_policy.h front_pad: the last tile's padding before row 0.
+  static constexpr bool kFrontPad = front_pad(kBlockM, kBlockN, kClusterM, kServing);
   // mainloop_mma.h kHalfFirstQK: the warpgroup of a causal tile's first 64
   // rows computes its diagonal block's Q·Kᵀ over 64 keys instead of 128.
   // Head dim 128's one-CTA 128-row tiles with turns only (the causal calls

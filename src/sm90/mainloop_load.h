@@ -52,7 +52,11 @@ struct MainloopLoad {
   CUTE_DEVICE static void load_q(Params const& params, Storage& storage, int q_iter, TQ const& mQ, TileCoord const& t,
                                  SeqInfo const& si, TileWork const& w, bool varlen_q) {
     auto tma_q = params.tma_q.get_slice(_0{});
-    Tensor gQ = local_tile(domain_offset(make_coord(si.q_offset, _0{}), mQ(_, _, t.head, varlen_q ? 0 : t.batch)),
+    // Rows before row 0 (kFrontPad's padding) are out of the tensor: TMA
+    // fills them with zeros, and their results are never stored.
+    int q_row0 = si.q_offset;
+    if constexpr (Traits::kFrontPad) q_row0 -= w.row_shift;
+    Tensor gQ = local_tile(domain_offset(make_coord(q_row0, _0{}), mQ(_, _, t.head, varlen_q ? 0 : t.batch)),
                            select<0, 2>(typename Traits::TileShapeQK{}), make_coord(w.m_block, _0{}));
     int const qb = q_iter % Traits::kQStages, use = q_iter / Traits::kQStages;
     if (use > 0) storage.barrier_q_free[qb].wait((use - 1) & 1);

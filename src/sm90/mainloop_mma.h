@@ -91,6 +91,7 @@ struct MainloopMma {
   // product before the join (C7515 otherwise); the -inf comes after it (set
   // inside the half path, it made ptxas serialize the WGMMAs: C7511).
   static constexpr bool kHalfFirstQK = Traits::kHalfFirstQK;
+  static_assert(!kHalfFirstQK || !Traits::kFrontPad, "the half first Q·Kᵀ takes m_block * kBlockM as its first row");
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
   static constexpr int kRows = 2;
@@ -225,7 +226,7 @@ struct MainloopMma {
   // live across tiles, made ptxas spill 4 bytes in head dim 64's 192-row
   // multicast kernel).
   template <class FragO, class FragS, class Fold>
-  CUTE_DEVICE static void run(BlockMask<kBlockM, kBlockN> const& mask, Storage& storage,
+  CUTE_DEVICE static void run(BlockMask<kBlockM, kBlockN, Traits::kFrontPad> const& mask, Storage& storage,
                               PipelineKV& pipeline_k, PipelineKV& pipeline_v, PipelineState& read_state,
                               Element* q_smem, int mma_thread, int m_block, int n_min, int n_max, FragO& tOrO,
                               FragS& tSrS_ahead, Softmax& softmax, cutlass::arch::ClusterBarrier& q_free, Fold& fold,

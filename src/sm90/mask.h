@@ -9,9 +9,22 @@ namespace flashcore::sm90 {
 
 using namespace cute;
 
-template <int kBlockM, int kBlockN>
+// kFrontPad (tail_policy.h front_pad): query block m starts at row
+// m * kBlockM - row_shift, the padding rows before row 0. Without it the
+// shift is never read and the code is as it was before the shift existed:
+// ptxas's code for these kernels moved with the form of the same integer
+// arithmetic (a helper call in its place put the WGMMAs of head dim 128's
+// kernel with turns out of step, C7511), so the shift is added in place.
+template <int kBlockM, int kBlockN, bool kFrontPad = false>
 struct BlockMask {
   int seqlen_q, seqlen_k, window_left, window_right;
+  int row_shift = 0;  // kFrontPad only
+
+  CUTE_HOST_DEVICE int row_first(int m_block) const {
+    int row = m_block * kBlockM;
+    if constexpr (kFrontPad) row -= row_shift;
+    return row;
+  }
 
   CUTE_HOST_DEVICE int diag() const { return seqlen_k - seqlen_q; }
 
@@ -28,6 +41,7 @@ struct BlockMask {
   // fully masked.
   CUTE_HOST_DEVICE void n_block_range(int m_block, int& n_min, int& n_max) const {
     int row_first = m_block * kBlockM;
+    if constexpr (kFrontPad) row_first -= row_shift;
     int row_last = min(row_first + kBlockM, seqlen_q) - 1;
     int lo = max(row_first + diag() - window_left, 0);
     int hi = min(row_last + diag() + window_right, seqlen_k - 1);  // inclusive
@@ -40,14 +54,16 @@ struct BlockMask {
   // included). Only sliding windows reach it: causal masks and key tails
   // need the right bound alone.
   CUTE_DEVICE bool needs_left(int m_block, int n_block) const {
-    int const row_last = m_block * kBlockM + kBlockM - 1;
+    int row_last = m_block * kBlockM + kBlockM - 1;
+    if constexpr (kFrontPad) row_last -= row_shift;
     return n_block * kBlockN < row_last + diag() - window_left;
   }
 
   // True when some (row, key) of the block pair lies outside the mask or past
   // seqlen_k; interior blocks skip the element-wise work.
   CUTE_DEVICE bool needs_mask(int m_block, int n_block) const {
-    int const row_first = m_block * kBlockM;
+    int row_first = m_block * kBlockM;
+    if constexpr (kFrontPad) row_first -= row_shift;
     int const key_last = n_block * kBlockN + kBlockN - 1;
     return key_last >= seqlen_k || key_last > row_first + diag() + window_right || needs_left(m_block, n_block);
   }
@@ -101,7 +117,8 @@ struct BlockMask {
     static_assert(kBlockN < 2048, "key offsets and the clamped bound must be exact in fp16 (half_bits)");
     CUTLASS_PRAGMA_UNROLL
     for (int r = 0; r < size<0>(s_rc); ++r) {
-      int const row = m_block * kBlockM + get<0>(coord_rc(r, 0));
+      int row = m_block * kBlockM + get<0>(coord_rc(r, 0));
+      if constexpr (kFrontPad) row -= row_shift;
       int const t = max(min(last_key(row) - key0, kBlockN), -1);
 #if defined(__CUDA_ARCH__)
       uint32_t t2;
@@ -155,7 +172,8 @@ struct BlockMask {
     } else {
       CUTLASS_PRAGMA_UNROLL
       for (int r = 0; r < size<0>(s_rc); ++r) {
-        int const row = m_block * kBlockM + get<0>(coord_rc(r, 0));
+        int row = m_block * kBlockM + get<0>(coord_rc(r, 0));
+        if constexpr (kFrontPad) row -= row_shift;
         int lo = row + diag() - window_left;
         int hi;
         if constexpr (kCompact) {

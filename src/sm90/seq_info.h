@@ -103,6 +103,7 @@ CUTE_DEVICE SeqInfo seq_info(SeqParams const& p, int batch) {
 struct TileWork {
   bool active = false;  // false: nothing to do for this unit
   int m_block = 0;
+  int row_shift = 0;  // kFrontPad: the query block's first row is m_block * block_m - row_shift (mask.h)
   int n_begin = 0, n_end = 0;  // key blocks [n_begin, n_end), may be empty
   int split = 0, num_splits = 1;  // num_splits > 1: write a partial result
   int fold_blocks = 0;  // > 0: merge chunks of this many key blocks in the tile (chunk_fold.h)
@@ -128,11 +129,14 @@ CUTE_DEVICE int num_splits_of(SeqParams const& p, SeqInfo const& s) {
 // visits one key block (every score of it masked: the rows come out as
 // without one, O = 0 and LSE = -inf), so that every tile takes the same path
 // (kernel_traits.h kIssueAhead). The producer and the consumers pass the same.
-template <int kBlockM, int kBlockN, bool kServing = true, bool kOneBlockAtLeast = false>
-CUTE_DEVICE TileWork tile_work(SeqParams const& p, SeqInfo const& s, int u) {
+// kFrontPad: the call's padding rows before row 0 (tail_policy.h
+// front_pad), row_shift; otherwise it is not read.
+template <int kBlockM, int kBlockN, bool kServing = true, bool kOneBlockAtLeast = false, bool kFrontPad = false>
+CUTE_DEVICE TileWork tile_work(SeqParams const& p, SeqInfo const& s, int u, int row_shift = 0) {
   TileWork w;
   int const rows = s.seqlen_q;
-  BlockMask<kBlockM, kBlockN> mask{rows, s.seqlen_k, p.window_left, p.window_right};
+  if constexpr (kFrontPad) w.row_shift = row_shift;
+  BlockMask<kBlockM, kBlockN, kFrontPad> mask{rows, s.seqlen_k, p.window_left, p.window_right, w.row_shift};
   if (kServing && splits(p, s)) {
     if (rows == 0) return w;
     int n_min, n_max;
@@ -156,7 +160,9 @@ CUTE_DEVICE TileWork tile_work(SeqParams const& p, SeqInfo const& s, int u) {
     if (w.n_end < w.n_begin) w.n_end = w.n_begin;
     return w;
   }
-  if (u * kBlockM >= rows) return w;
+  int row_first = u * kBlockM;  // (in place, as in mask.h)
+  if constexpr (kFrontPad) row_first -= row_shift;
+  if (row_first >= rows) return w;
   w.active = true;
   w.m_block = u;
   mask.n_block_range(u, w.n_begin, w.n_end);

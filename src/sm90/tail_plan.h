@@ -68,8 +68,8 @@ constexpr int kTileOverheadBlocks = 2;
 // tile_work) plus kTileOverheadBlocks.
 template <int kBlockM, int kBlockN>
 std::vector<int> query_block_costs(int units, int seqlen_q, int seqlen_k, int window_left, int window_right,
-                                   bool one_block_at_least) {
-  BlockMask<kBlockM, kBlockN> const mask{seqlen_q, seqlen_k, window_left, window_right};
+                                   bool one_block_at_least, int row_shift = 0) {
+  BlockMask<kBlockM, kBlockN, true> const mask{seqlen_q, seqlen_k, window_left, window_right, row_shift};
   std::vector<int> costs(size_t(units > 0 ? units : 0));
   for (int u = 0; u < units; ++u) {
     int n0 = 0, n1 = 0;
@@ -147,10 +147,10 @@ TailPlan make_tail_plan(int num_tiles, int grid, int full_rounds, Cost&& cost) {
 template <int kBlockM, int kBlockN>
 TailPlan make_paired_tail_plan(int full_rounds, int max_keys, int num_tiles, int grid, int units, int heads_q,
                                int batch, TileDivisors const& divisors, int seqlen_q, int seqlen_k, int window_left,
-                               int window_right, bool one_block_at_least) {
+                               int window_right, bool one_block_at_least, int row_shift = 0) {
   if (seqlen_k > max_keys) return TailPlan{};
   std::vector<int> const unit_cost = query_block_costs<kBlockM, kBlockN>(units, seqlen_q, seqlen_k, window_left,
-                                                                         window_right, one_block_at_least);
+                                                                         window_right, one_block_at_least, row_shift);
   return make_tail_plan(num_tiles, grid, full_rounds, [&](int t) {
     return unit_cost[size_t(decode_tile(t, true, units, heads_q, batch, divisors).unit)];
   });

@@ -1,6 +1,7 @@
 // Which kernels take a tail plan (tail_plan.h), how many rounds of pairs it
-// deals tile by tile, and up to how many keys: measured choices, kept here
-// (not in kernel_traits.h) so that the host test of the plans can ask them.
+// deals tile by tile, and up to how many keys; and which move their padding
+// rows to the front (front_pad, below): measured choices, kept here (not in
+// kernel_traits.h) so that the host tests of the plans can ask them.
 //
 // Same-run A/Bs on an H100, bf16 causal, medians of three rounds, output
 // bits identical:
@@ -33,6 +34,8 @@
 // without the second kind (same bits: the A/B baselines).
 #pragma once
 
+#include <cstdint>
+
 #ifndef FLASHCORE_TAIL_PLAN
 #define FLASHCORE_TAIL_PLAN 1
 #endif
@@ -54,6 +57,35 @@ constexpr TailPolicy tail_policy(int head_dim, int block_m, int block_n, int clu
   bool const last_round = block_m == 128 && ((head_dim == 128 && block_n == 128) || (head_dim == 256 && block_n == 64));
   if (FLASHCORE_TAIL_LAST_ROUND && last_round) return {true, 0, 2048};
   return {};
+}
+
+// Front padding (kernel_traits.h kFrontPad): on causal-like calls whose
+// query rows leave whole warpgroups of padding in the last tile, that
+// padding goes before row 0 (KernelParams row_shift, a multiple of 64), into
+// the first tile, which visits the fewest key blocks, and every tile ends 64
+// or 128 rows earlier. A tile visits the key blocks up to its last row's, so
+// with 192-row tiles and 128-key blocks half of them end a block sooner: 5%
+// fewer key blocks at 2k and 4k tokens, 1.5% at 8k and 16k, never more
+// (test_tail_plan.cpp FrontPad). Rows keep their arithmetic: a visited block
+// past a row's last key is masked whole for it, as with any block_m. Head
+// dim 64's one-CTA 192-row kernel (causal from 2k); a 128-row tile with
+// 128-key blocks visits as many either way. Same-run A/B on the H200, bf16,
+// three rounds, output bits identical (bench/results/2026-11-29c-h200/
+// call1-ab1-*): causal 2k 5.8% and 4k 3.4% faster (every round faster than
+// every baseline round), 8k 0.4%, 16k 1.1%. FLASHCORE_FRONT_PAD=0 builds
+// without it (same bits: the A/B baseline).
+#ifndef FLASHCORE_FRONT_PAD
+#define FLASHCORE_FRONT_PAD 1
+#endif
+
+constexpr bool front_pad(int block_m, int block_n, int cluster_m, bool serving) {
+  return FLASHCORE_FRONT_PAD && !serving && cluster_m == 1 && block_m == 192 && block_n == 128;
+}
+
+// The rows before row 0 of a front-padded call of `rows` query rows: the
+// last tile's padding, in whole 64-row warpgroups.
+constexpr int front_pad_rows(int64_t rows, int block_m) {
+  return int(((rows + block_m - 1) / block_m * block_m - rows) / 64 * 64);
 }
 
 }  // namespace flashcore::sm90

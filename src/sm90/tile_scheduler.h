@@ -75,7 +75,11 @@ template <class Traits, class Scheduler>
 CUTE_DEVICE TileInfo tile_info(Scheduler const& scheduler, SeqParams const& seq, int tile) {
   TileCoord const t = scheduler.decode(tile);
   SeqInfo const si = seq_info<Traits::kServing>(seq, t.batch);
-  return {t, si, tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing, Traits::kIssueAhead>(seq, si, t.unit)};
+  int row_shift = 0;
+  if constexpr (Traits::kFrontPad) row_shift = scheduler.params.row_shift;
+  return {t, si,
+          tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing, Traits::kIssueAhead, Traits::kFrontPad>(
+              seq, si, t.unit, row_shift)};
 }
 
 }  // namespace flashcore::sm90

@@ -27,6 +27,8 @@ inline std::vector<TailPlanCall> tail_plan_calls() {
       {64, 192, 128, true, 5, 16, 16, 2049, 2049, true, -1, -1},   // 11 query blocks a head (odd): middle tiles
       {64, 192, 128, false, 3, 16, 8, 2300, 1900, true, -1, -1},   // more queries than keys, GQA
       {64, 192, 128, true, 4, 16, 16, 2048, 2048, false, 700, 0},  // a left window
+      {64, 192, 128, true, 5, 16, 16, 2048, 2048, true, -1, -1},   // 64 padding rows first (front_pad)
+      {64, 192, 128, false, 4, 16, 8, 1980, 2100, true, -1, -1},   // 128 padding rows first, more keys, GQA
       // The last round only (up to 2048 keys).
       {128, 128, 128, true, 5, 16, 16, 1000, 1000, true, -1, -1},  // below 1k keys: the kernel with turns
       {128, 128, 128, false, 3, 16, 4, 2000, 1800, true, -1, -1},  // the kernel without turns, GQA

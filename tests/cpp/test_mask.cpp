@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sm90/mask.h"
+#include "sm90/tail_policy.h"
 
 namespace {
 
@@ -66,8 +67,8 @@ struct ThreadShare {
 // Keys `mask` lets through that the definition (sq, sk, left, right) does
 // not, or the reverse, in one thread's share of block (m_block, n_block);
 // only rows < sq when `stored_rows_only`. Reports the first few.
-template <bool kCompact, int kBlockM, int kBlockN>
-int mismatches(flashcore::sm90::BlockMask<kBlockM, kBlockN> const& mask, int sq, int sk, int left, int right,
+template <bool kCompact, int kBlockM, int kBlockN, bool kFrontPad>
+int mismatches(flashcore::sm90::BlockMask<kBlockM, kBlockN, kFrontPad> const& mask, int sq, int sk, int left, int right,
                int m_block, int n_block, int wg, int thread, bool stored_rows_only) {
   constexpr int kCols = kBlockN / 4;
   ThreadShare<kBlockN> share(wg, thread);
@@ -77,9 +78,9 @@ int mismatches(flashcore::sm90::BlockMask<kBlockM, kBlockN> const& mask, int sq,
   int wrong = 0;
   for (int r = 0; r < 2; ++r) {
     for (int c = 0; c < kCols; ++c) {
-      int64_t const row = int64_t(m_block) * kBlockM + get<0>(coord_rc(r, c));
+      int64_t const row = int64_t(mask.row_first(m_block)) + get<0>(coord_rc(r, c));
       int64_t const key = int64_t(n_block) * kBlockN + get<1>(coord_rc(r, c));
-      if (stored_rows_only && row >= sq) continue;
+      if (stored_rows_only && (row >= sq || row < 0)) continue;
       bool const want = allowed(row, key, sq, sk, left, right);
       if (want != !std::isinf(s_rc(r, c)) && ++wrong <= 3) {
         ADD_FAILURE() << (kCompact ? "compact" : "direct") << " form, sq " << sq << " sk " << sk << " left "
@@ -92,16 +93,22 @@ int mismatches(flashcore::sm90::BlockMask<kBlockM, kBlockN> const& mask, int sq,
 }
 
 // Both forms against the definition: the compact one on every row, the
-// direct one on the stored rows.
+// direct one on the stored rows. row_shift: padding rows before row 0
+// (tail_policy.h front_pad).
 template <int kBlockM, int kBlockN>
-int check(int sq, int sk, int left, int right, int m_block, int n_block, int wg, int thread) {
+int check(int sq, int sk, int left, int right, int m_block, int n_block, int wg, int thread, int row_shift) {
+  if (row_shift != 0) {
+    flashcore::sm90::BlockMask<kBlockM, kBlockN, true> mask{sq, sk, left, right, row_shift};
+    return mismatches<false>(mask, sq, sk, left, right, m_block, n_block, wg, thread, true) +
+           mismatches<true>(mask, sq, sk, left, right, m_block, n_block, wg, thread, false);
+  }
   flashcore::sm90::BlockMask<kBlockM, kBlockN> mask{sq, sk, left, right};
   return mismatches<false>(mask, sq, sk, left, right, m_block, n_block, wg, thread, true) +
          mismatches<true>(mask, sq, sk, left, right, m_block, n_block, wg, thread, false);
 }
 
 template <int kBlockM, int kBlockN>
-void sweep() {
+void sweep(bool front_pad = false) {
   const int lengths[] = {1, 17, 127, 129, 1000, 4097, kUnbounded - 1};
   const int windows[] = {0, 1, 37, 1000, kUnbounded};
   const int threads[] = {0, 5, 38, 127};
@@ -111,16 +118,17 @@ void sweep() {
       for (int left : windows) {
         for (int right : windows) {
           int const num_m = (sq + kBlockM - 1) / kBlockM, num_n = (sk + kBlockN - 1) / kBlockN;
+          int const shift = front_pad ? flashcore::sm90::front_pad_rows(sq, kBlockM) : 0;
           // First, middle and last (padded) query blocks; first, last and the
           // key blocks around each query block's diagonal.
           for (int m : {0, num_m / 2, num_m - 1}) {
-            int64_t const diag_key = int64_t(m) * kBlockM + (int64_t(sk) - sq);
+            int64_t const diag_key = int64_t(m) * kBlockM - shift + (int64_t(sk) - sq);
             for (int64_t n : {int64_t(0), int64_t(num_n - 1), diag_key / kBlockN, diag_key / kBlockN + 1,
                               (diag_key - left) / kBlockN}) {
               if (n < 0 || n >= num_n) continue;
               for (int wg = 0; wg < kBlockM / 64; ++wg) {
                 for (int t : threads) {
-                  wrong += check<kBlockM, kBlockN>(sq, sk, left, right, m, int(n), wg, t);
+                  wrong += check<kBlockM, kBlockN>(sq, sk, left, right, m, int(n), wg, t, shift);
                   ++cases;
                 }
               }
@@ -135,6 +143,8 @@ void sweep() {
 }
 
 TEST(Sm90Mask, BothFormsMatchTheDefinitionFor192RowTiles) { sweep<192, 128>(); }
+// With the padding rows before row 0: a first block of 64 or 128 rows < 0.
+TEST(Sm90Mask, BothFormsMatchTheDefinitionWithFrontPadding) { sweep<192, 128>(true); }
 TEST(Sm90Mask, BothFormsMatchTheDefinitionFor128RowTiles) { sweep<128, 128>(); }
 TEST(Sm90Mask, BothFormsMatchTheDefinitionFor64KeyBlocks) { sweep<128, 64>(); }
 TEST(Sm90Mask, BothFormsMatchTheDefinitionFor80KeyBlocks) { sweep<128, 80>(); }

@@ -235,6 +235,60 @@ TEST(TailPlan, QueryBlockCosts) {
   EXPECT_EQ((query_block_costs<128, 128>(3, 300, 100, none, 0, true)), visited);
 }
 
+// Front padding (tail_policy.h front_pad): the rows it moves before row 0,
+// and what it saves. The query blocks still partition the rows (each row in
+// exactly one, none empty), and a causal call visits as many key blocks or
+// fewer, whatever its lengths; on the FA3 grid's causal cells of the
+// 192-row kernel, 5% fewer at 2k and 4k tokens and 1.5% at 8k and 16k.
+TEST(TailPlan, FrontPad) {
+  using flashcore::sm90::BlockMask;
+  using flashcore::sm90::front_pad;
+  using flashcore::sm90::front_pad_rows;
+  int const none = 1 << 30;
+  if (!FLASHCORE_FRONT_PAD) GTEST_SKIP() << "an A/B build without front padding";
+  EXPECT_TRUE(front_pad(192, 128, 1, false));
+  EXPECT_FALSE(front_pad(192, 128, 2, false));  // multicast: unmasked calls only
+  EXPECT_FALSE(front_pad(128, 128, 1, false));  // as many key blocks either way
+  EXPECT_FALSE(front_pad(128, 128, 1, true));
+  EXPECT_EQ(front_pad_rows(2048, 192), 64);     // 11 tiles, 64 rows of padding
+  EXPECT_EQ(front_pad_rows(4096, 192), 128);    // 22 tiles, 128
+  EXPECT_EQ(front_pad_rows(2112, 192), 0);
+  EXPECT_EQ(front_pad_rows(2049, 192), 0);      // 63 rows: no whole warpgroup
+  EXPECT_EQ(front_pad_rows(1000, 192), 128);    // 152 rows: two warpgroups
+  auto const blocks = [&](int sq, int sk, int shift) {
+    BlockMask<192, 128, true> const mask{sq, sk, none, 0, shift};
+    int const units = (sq + 191) / 192;
+    int64_t total = 0;
+    for (int u = 0; u < units; ++u) {
+      int n0 = 0, n1 = 0;
+      mask.n_block_range(u, n0, n1);
+      total += n1 > n0 ? n1 - n0 : 0;
+    }
+    return total;
+  };
+  EXPECT_EQ(blocks(2048, 2048, 0), 101);
+  EXPECT_EQ(blocks(2048, 2048, 64), 96);
+  EXPECT_EQ(blocks(4096, 4096, 0), 384);
+  EXPECT_EQ(blocks(4096, 4096, 128), 363);
+  EXPECT_EQ(blocks(8192, 8192, 64), 1408);  // 1429 without
+  EXPECT_EQ(blocks(16384, 16384, 128), 5547);  // 5632 without
+  for (int sq = 1; sq <= 3000; sq += 7) {
+    for (int sk : {sq, sq + 300, sq > 300 ? sq - 300 : 1}) {
+      int const shift = front_pad_rows(sq, 192);
+      ASSERT_EQ(shift % 64, 0);
+      ASSERT_LT(shift, 192);
+      ASSERT_LE(blocks(sq, sk, shift), blocks(sq, sk, 0)) << sq << "x" << sk;
+    }
+    int const shift = front_pad_rows(sq, 192);
+    BlockMask<192, 128, true> const mask{sq, sq, none, 0, shift};
+    int const units = (sq + 191) / 192;
+    EXPECT_LE(mask.row_first(0), 0);                  // row 0 in the first block
+    EXPECT_GT(mask.row_first(0) + 192, 0);            // which holds a real row
+    EXPECT_LT(mask.row_first(units - 1), sq);         // the last block holds one too
+    EXPECT_GE(mask.row_first(units - 1) + 192, sq);   // and the last row
+  }
+}
+
 // The GPU test's calls (tail_plan_cases.h) take a plan, built as the
 // launcher builds it (make_paired_tail_plan) for the kernel each forces, with
 // that kernel's deal (tail_policy.h).
@@ -250,10 +304,14 @@ TailPlan gpu_test_plan(fctest::TailPlanCall const& c, flashcore::sm90::TailPolic
   // 128-row kernel, which visits one masked key block where a query block
   // sees none): Policy below checks that it takes none.
   bool const one_block_at_least = false;
+  // The launcher's front padding (tail_policy.h front_pad): causal-like calls.
+  int const row_shift = flashcore::sm90::front_pad(kBlockM, kBlockN, 1, false) && left >= c.seqlen_k
+                            ? flashcore::sm90::front_pad_rows(c.seqlen_q, kBlockM)
+                            : 0;
   return make_paired_tail_plan<kBlockM, kBlockN>(
       policy.full_rounds, policy.max_keys, units * heads * batch, grid, units, heads, batch,
       make_tile_divisors(units, heads, int(c.heads_q / c.heads_kv)), int(c.seqlen_q), int(c.seqlen_k), left, right,
-      one_block_at_least);
+      one_block_at_least, row_shift);
 }
 
 TEST(TailPlan, GpuTestCallsTakeAPlan) {
