@@ -42,6 +42,21 @@ def test_fa3_grid_geomean_and_cells_below(tmp_path):
     assert "| B1 KV 4096 | 12.00 | 12.60 | - | 12.60 (sdpa-cudnn) | 1.05x / 1.00x / - |" in out
 
 
+def test_a_cell_that_prints_as_one_but_is_below_counts_below(tmp_path):
+    # 0.996x prints as 1.00x in the grid; it is not at >= 1.00x, and the list
+    # of cells below shows it with three decimals.
+    lines = ["# gpu: test", HEADER,
+             row("fa3", "flashcore", 16, 1024, 64, True, 200.35, 343, 0.996323, "sdpa-cudnn"),
+             row("fa3", "sdpa-cudnn", 16, 1024, 64, True, 199.62, 344),
+             row("fa3", "flashcore", 32, 512, 64, True, 100.0, 300, 1.0, "sdpa-cudnn"),
+             row("fa3", "sdpa-cudnn", 32, 512, 64, True, 100.0, 300)]
+    csv_path = tmp_path / "results.csv"
+    csv_path.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, str(TOOL), str(csv_path)], capture_output=True, text=True, check=True).stdout
+    assert "| 64 | causal | 300 / 300 (1.00x) | 343 / 344 (1.00x) |" in out
+    assert "over 2 cells, 1 at >= 1.00x; below: d64 causal 1k 0.996x" in out
+
+
 def test_no_file_is_a_usage_error():
     r = subprocess.run([sys.executable, str(TOOL)], capture_output=True, text=True)
     assert r.returncode != 0 and "bench-tables RESULTS.csv" in r.stderr
