@@ -13,8 +13,9 @@ using namespace cute;
 // m * kBlockM - row_shift, the padding rows before row 0. Without it the
 // shift is never read and the code is as it was before the shift existed:
 // ptxas's code for these kernels moved with the form of the same integer
-// arithmetic (a helper call in its place put the WGMMAs of head dim 128's
-// kernel with turns out of step, C7511), so the shift is added in place.
+// arithmetic (through a helper call, the same value made ptxas serialize the
+// WGMMAs of head dim 128's kernel with turns, C7511), so the shift is
+// subtracted in place.
 template <int kBlockM, int kBlockN, bool kFrontPad = false>
 struct BlockMask {
   int seqlen_q, seqlen_k, window_left, window_right;
