@@ -81,7 +81,7 @@ struct Epilogue {
     }
     Tensor coord_rc = coords(mma_thread);
     int row0 = w.m_block * Traits::kBlockM;
-    if constexpr (Traits::kFrontPad) row0 -= w.row_shift;  // negative: the tile starts with padding rows
+    if constexpr (Traits::kFrontPad) row0 -= row_shift_of(params);  // negative: the tile starts with padding rows
 
     if (w.num_splits > 1) {
       // Split-KV partial: rows < seqlen_q <= kSplitMaxRows, m_block 0.

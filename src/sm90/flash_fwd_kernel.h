@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       auto const [t, si, w] = tile_info<Traits>(scheduler, params.seq, tile);
       if (!Traits::kIssueAhead && !w.active) continue;  // the producer skips the same tiles
       BlockMask<Traits::kBlockM, Traits::kBlockN, Traits::kFrontPad> mask{
-          si.seqlen_q, si.seqlen_k, params.seq.window_left, params.seq.window_right, w.row_shift};
+          si.seqlen_q, si.seqlen_k, params.seq.window_left, params.seq.window_right, row_shift_of(params)};
       typename Mma::Softmax softmax(params.scale_log2);
       if constexpr (!Traits::kIssueAhead) clear(tOrO);  // else in run, after its first wait
       // A plain kernel's tiles are all active (the host sizes num_units from

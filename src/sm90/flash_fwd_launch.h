@@ -83,12 +83,6 @@ struct TailKey {
 };
 
 template <class Traits>
-int row_shift_of(KernelParams<Traits> const& params) {
-  if constexpr (Traits::kFrontPad) return params.row_shift;
-  return 0;
-}
-
-template <class Traits>
 TailPlan tail_plan_for(KernelParams<Traits> const& params, int grid) {
   static RecentCache<TailKey, TailPlan, 8> cache;
   TailKey const key{params.num_tiles, grid, params.num_units, params.heads_q, params.batch,

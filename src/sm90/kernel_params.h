@@ -73,4 +73,12 @@ struct KernelParams {
   std::conditional_t<Traits::kFrontPad, int32_t, NoFrontPad> row_shift{};
 };
 
+// The call's padding rows before row 0: a query block's first row is
+// m_block * block_m - row_shift_of(params). 0 without kFrontPad.
+template <class Traits>
+CUTE_HOST_DEVICE int row_shift_of(KernelParams<Traits> const& params) {
+  if constexpr (Traits::kFrontPad) return params.row_shift;
+  return 0;
+}
+
 }  // namespace flashcore::sm90

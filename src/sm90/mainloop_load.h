@@ -55,7 +55,7 @@ struct MainloopLoad {
     // Rows before row 0 (kFrontPad's padding) are out of the tensor: TMA
     // fills them with zeros, and their results are never stored.
     int q_row0 = si.q_offset;
-    if constexpr (Traits::kFrontPad) q_row0 -= w.row_shift;
+    if constexpr (Traits::kFrontPad) q_row0 -= row_shift_of(params);
     Tensor gQ = local_tile(domain_offset(make_coord(q_row0, _0{}), mQ(_, _, t.head, varlen_q ? 0 : t.batch)),
                            select<0, 2>(typename Traits::TileShapeQK{}), make_coord(w.m_block, _0{}));
     int const qb = q_iter % Traits::kQStages, use = q_iter / Traits::kQStages;

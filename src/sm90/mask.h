@@ -21,12 +21,6 @@ struct BlockMask {
   int seqlen_q, seqlen_k, window_left, window_right;
   int row_shift = 0;  // kFrontPad only
 
-  CUTE_HOST_DEVICE int row_first(int m_block) const {
-    int row = m_block * kBlockM;
-    if constexpr (kFrontPad) row -= row_shift;
-    return row;
-  }
-
   CUTE_HOST_DEVICE int diag() const { return seqlen_k - seqlen_q; }
 
   // The last key row `row` may see: the direct form's bound. Exact for

@@ -103,7 +103,6 @@ CUTE_DEVICE SeqInfo seq_info(SeqParams const& p, int batch) {
 struct TileWork {
   bool active = false;  // false: nothing to do for this unit
   int m_block = 0;
-  int row_shift = 0;  // kFrontPad: the query block's first row is m_block * block_m - row_shift (mask.h)
   int n_begin = 0, n_end = 0;  // key blocks [n_begin, n_end), may be empty
   int split = 0, num_splits = 1;  // num_splits > 1: write a partial result
   int fold_blocks = 0;  // > 0: merge chunks of this many key blocks in the tile (chunk_fold.h)
@@ -130,13 +129,12 @@ CUTE_DEVICE int num_splits_of(SeqParams const& p, SeqInfo const& s) {
 // without one, O = 0 and LSE = -inf), so that every tile takes the same path
 // (kernel_traits.h kIssueAhead). The producer and the consumers pass the same.
 // kFrontPad: the call's padding rows before row 0 (tail_policy.h
-// front_pad), row_shift; otherwise it is not read.
+// front_pad, kernel_params.h row_shift_of); otherwise it is not read.
 template <int kBlockM, int kBlockN, bool kServing = true, bool kOneBlockAtLeast = false, bool kFrontPad = false>
 CUTE_DEVICE TileWork tile_work(SeqParams const& p, SeqInfo const& s, int u, int row_shift = 0) {
   TileWork w;
   int const rows = s.seqlen_q;
-  if constexpr (kFrontPad) w.row_shift = row_shift;
-  BlockMask<kBlockM, kBlockN, kFrontPad> mask{rows, s.seqlen_k, p.window_left, p.window_right, w.row_shift};
+  BlockMask<kBlockM, kBlockN, kFrontPad> mask{rows, s.seqlen_k, p.window_left, p.window_right, row_shift};
   if (kServing && splits(p, s)) {
     if (rows == 0) return w;
     int n_min, n_max;

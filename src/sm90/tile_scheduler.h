@@ -31,6 +31,7 @@
 // reproducible and batch-invariant.
 #pragma once
 
+#include "sm90/kernel_params.h"
 #include "sm90/seq_info.h"
 #include "sm90/tile_decode.h"
 
@@ -75,11 +76,9 @@ template <class Traits, class Scheduler>
 CUTE_DEVICE TileInfo tile_info(Scheduler const& scheduler, SeqParams const& seq, int tile) {
   TileCoord const t = scheduler.decode(tile);
   SeqInfo const si = seq_info<Traits::kServing>(seq, t.batch);
-  int row_shift = 0;
-  if constexpr (Traits::kFrontPad) row_shift = scheduler.params.row_shift;
   return {t, si,
           tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing, Traits::kIssueAhead, Traits::kFrontPad>(
-              seq, si, t.unit, row_shift)};
+              seq, si, t.unit, row_shift_of(scheduler.params))};
 }
 
 }  // namespace flashcore::sm90

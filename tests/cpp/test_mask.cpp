@@ -78,7 +78,7 @@ int mismatches(flashcore::sm90::BlockMask<kBlockM, kBlockN, kFrontPad> const& ma
   int wrong = 0;
   for (int r = 0; r < 2; ++r) {
     for (int c = 0; c < kCols; ++c) {
-      int64_t const row = int64_t(mask.row_first(m_block)) + get<0>(coord_rc(r, c));
+      int64_t const row = int64_t(m_block) * kBlockM - (kFrontPad ? mask.row_shift : 0) + get<0>(coord_rc(r, c));
       int64_t const key = int64_t(n_block) * kBlockN + get<1>(coord_rc(r, c));
       if (stored_rows_only && (row >= sq || row < 0)) continue;
       bool const want = allowed(row, key, sq, sk, left, right);

