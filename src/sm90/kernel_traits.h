@@ -235,6 +235,16 @@ struct KernelTraits {
   static constexpr bool kTailPlan = kTail.plan;
   // tail_policy.h front_pad: the last tile's padding before row 0.
   static constexpr bool kFrontPad = front_pad(kBlockM, kBlockN, kClusterM, kServing);
+  // mainloop_mma.h kSkipMaskedBlocks: a warpgroup passes over the tile's key
+  // blocks that are masked for all of its rows (takes its turns, releases
+  // the stages) instead of computing them. The one-CTA kernels of three
+  // warpgroups, whose causal tiles span 192 rows: the first warpgroup's rows
+  // end up to two 128-key blocks before the tile's last row's.
+  // FLASHCORE_WG_SKIP=0 builds without it (same bits: the A/B baseline).
+#ifndef FLASHCORE_WG_SKIP
+#define FLASHCORE_WG_SKIP 1
+#endif
+  static constexpr bool kSkipMaskedBlocks = FLASHCORE_WG_SKIP && !kServing && kNumMmaWarpGroups == 3 && kClusterM == 1;
   // mainloop_mma.h kHalfFirstQK: the warpgroup of a causal tile's first 64
   // rows computes its diagonal block's Q·Kᵀ over 64 keys instead of 128.
   // Head dim 128's one-CTA 128-row tiles with turns only (the causal calls

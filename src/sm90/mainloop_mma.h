@@ -91,6 +91,13 @@ struct MainloopMma {
   // product before the join (C7515 otherwise); the -inf comes after it (set
   // inside the half path, it made ptxas serialize the WGMMAs: C7511).
   static constexpr bool kHalfFirstQK = Traits::kHalfFirstQK;
+  // kernel_traits.h kSkipMaskedBlocks (three warpgroups, one CTA): a
+  // warpgroup whose rows end before the tile's last row's key block passes
+  // over the blocks past its own (run). Turns and stage releases stay one
+  // a block for every warpgroup; no product is in flight then.
+  static constexpr bool kSkipMaskedBlocks = Traits::kSkipMaskedBlocks;
+  static_assert(!kSkipMaskedBlocks || (Traits::kPingPong && !Traits::kIssueAhead && !kHalfFirstQK && !Traits::kHalfO),
+                "passing over blocks: turns, no product carried in, Q released by the caller");
   static_assert(!kHalfFirstQK || !Traits::kFrontPad, "the half first Q·Kᵀ takes m_block * kBlockM as its first row");
 
   // Rows of the tile one thread holds (2 per 64-row WGMMA atom).
@@ -271,6 +278,27 @@ struct MainloopMma {
     // registers as the A operand of O += P·V.
     Tensor rP = make_tensor<Element>(tSrS.layout());
     Tensor tOrP = make_tensor(rP.data(), acc_layout_as_a_operand(tSrS.layout()));
+
+    if constexpr (kSkipMaskedBlocks) {
+      // The tile's last block is masked for all of this warpgroup's rows:
+      // the warpgroup takes an empty turn for it (the others' products go on
+      // in the same round), releases its stages once loaded, and starts at
+      // the block before. Its rows end at most kBlockM - 64 <= kBlockN rows
+      // before the tile's, so their keys at most one block before. A row's
+      // result is the same (a wholly masked block leaves nothing in O and
+      // the statistics), as with 64-row tiles.
+      static_assert(kBlockM - 64 <= kBlockN, "at most one block to pass over");
+      if (mask.warpgroup_n_end(m_block, wg, n_min, n_max) < n_max) {
+        turn_begin();
+        turn_end();
+        pipeline_k.consumer_wait(read_state);
+        release(pipeline_k, storage.pipeline_k, read_state, mma_thread);
+        pipeline_v.consumer_wait(read_state);
+        release(pipeline_v, storage.pipeline_v, read_state, mma_thread);
+        ++read_state;
+        --n_max;
+      }
+    }
 
     // First (last-in-sequence) key block: S, mask, softmax.
     int n = n_max - 1;

@@ -44,6 +44,23 @@ struct BlockMask {
     n_max = hi < lo ? n_min : hi / kBlockN + 1;
   }
 
+  // The end of warpgroup wg's own key blocks (its 64 rows of query block
+  // m_block), within the tile's [n_min, n_max), n_min < n_max: the blocks
+  // from it to n_max hold no key any of those rows may see (mainloop_mma.h
+  // kSkipMaskedBlocks). At least n_min + 1: rows that see no key of the
+  // tile (front padding, fully masked rows) still walk its first block,
+  // masked whole, as a fully masked query block does. Padding rows past
+  // seqlen_q count as the last real row, as in n_block_range. The left
+  // bound is the tile's, so with a window nothing left of the tile's range
+  // is passed over.
+  CUTE_HOST_DEVICE int warpgroup_n_end(int m_block, int wg, int n_min, int n_max) const {
+    int row_first = m_block * kBlockM;
+    if constexpr (kFrontPad) row_first -= row_shift;
+    int const row_last = min(row_first + (wg + 1) * 64, seqlen_q) - 1;
+    int const hi = min(row_last + diag() + window_right, seqlen_k - 1);  // inclusive; < 0: no key
+    return max(n_min + 1, min(n_max, (max(hi, 0) / kBlockN) + 1));
+  }
+
   // Whether some (row, key) of the block pair lies left of the window (keys
   // below row + diag - window_left, for any row of the tile, padding rows
   // included). Only sliding windows reach it: causal masks and key tails

@@ -111,8 +111,14 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 //      17% at B8 S2048 without a mask, 2.5% causal at 2k and 4.7% at 4k.
 //    - causal: faster from 2048 tokens (5%, 5%, 2%, 7% at 2k/4k/8k/16k),
 //      slower at 512 and 1024 (5%, 16%), all measured with >= 2752 tiles.
-//      Picked from 2048 query rows while there are >= 8 tiles per SM; fewer
-//      (small batches) were not measured and keep 128 rows.
+//      Since a warpgroup passes over the key block masked for all of its
+//      rows (mainloop_mma.h kSkipMaskedBlocks, 2026-11-29d), 192-row tiles
+//      compute what 128-row tiles do and are faster at 1024 too: B16 H32
+//      S1024 199.3 against 203.4 us in the same build, every round 1.6-2.1%
+//      (H200, bench/results/2026-11-29d-h200/call1-ab1-*); still 10% slower
+//      at 512 (145.1 against 131.7). Picked from 1024 query rows while there
+//      are >= 8 tiles per SM; fewer (small batches) were not measured and
+//      keep 128 rows.
 //    - sliding windows were not measured and keep 128 rows.
 inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, int num_sms) {
   int const block_n = tuned_block_n(head_dim, w.seqlen_k, w.unmasked);
@@ -129,7 +135,7 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
     int64_t const tiles192 = ceil_div(w.seqlen_q, 192) * w.sequences;
     bool const fewer_row_waves =
         ceil_div(tiles192, num_sms) * 192 * 100 < ceil_div(tiles128, num_sms) * 128 * 114;
-    bool const long_triangular = w.triangular && w.seqlen_q >= 2048 && tiles192 >= 8 * int64_t(num_sms);
+    bool const long_triangular = w.triangular && w.seqlen_q >= 1024 && tiles192 >= 8 * int64_t(num_sms);
     if ((w.unmasked && fewer_row_waves) || long_triangular) return {192, block_n};
   }
   return {128, block_n};

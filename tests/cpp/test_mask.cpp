@@ -211,4 +211,95 @@ TEST(Sm90Mask, LeftBoundOnlyWhereABlockReachesIt) {
   EXPECT_EQ(mismatches<false>(window, 4096, 4096, 300, 0, 10, 7, 0, 0, true), 0);
 }
 
+
+// warpgroup_n_end (mainloop_mma.h kSkipMaskedBlocks): a warpgroup of a tile
+// passes over the tile's blocks from it to n_max, so none of them may hold a
+// key any of its stored rows sees (the rows in [0, seqlen_q)); it walks at
+// least the tile's first block; and past that one, the block before it must
+// hold such a key (the pass-over is as long as it can be) when the
+// warpgroup has stored rows at all. Swept over
+// lengths, windows, front padding, every query block and warpgroup, against
+// the int64 definition.
+template <int kBlockM, int kBlockN>
+void warpgroup_range_sweep(bool front_pad, int& cases, int& skipped_blocks) {
+  const int lengths[] = {1, 17, 64, 65, 127, 128, 129, 191, 192, 250, 511, 512, 1000, 1024, 2049};
+  const int windows[] = {0, 1, 37, 63, 64, 200, kUnbounded};
+  for (int sq : lengths) {
+    for (int sk : lengths) {
+      for (int left : windows) {
+        for (int right : windows) {
+          int const shift = front_pad ? flashcore::sm90::front_pad_rows(sq, kBlockM) : 0;
+          flashcore::sm90::BlockMask<kBlockM, kBlockN, true> const mask{sq, sk, left, right, shift};
+          int const num_m = (sq + shift + kBlockM - 1) / kBlockM;
+          for (int m = 0; m < num_m; ++m) {
+            int n_min = 0, n_max = 0;
+            mask.n_block_range(m, n_min, n_max);
+            if (n_max <= n_min) continue;  // the tile sees no key: the kernels visit one masked block
+            for (int wg = 0; wg < kBlockM / 64; ++wg) {
+              int const n_own = mask.warpgroup_n_end(m, wg, n_min, n_max);
+              ASSERT_GE(n_own, n_min);
+              ASSERT_LE(n_own, n_max);
+              int64_t const row0 = int64_t(m) * kBlockM - shift + wg * 64;
+              auto sees = [&](int n) {  // some stored row of the warpgroup sees a key of block n
+                for (int64_t row = std::max<int64_t>(row0, 0); row < std::min<int64_t>(row0 + 64, sq); ++row) {
+                  for (int64_t key = int64_t(n) * kBlockN; key < std::min<int64_t>(int64_t(n + 1) * kBlockN, sk);
+                       ++key) {
+                    if (allowed(row, key, sq, sk, left, right)) return true;
+                  }
+                }
+                return false;
+              };
+              for (int n = n_own; n < n_max; ++n) {
+                ASSERT_FALSE(sees(n)) << "sq " << sq << " sk " << sk << " left " << left << " right " << right
+                                      << " shift " << shift << " m " << m << " wg " << wg << " block " << n;
+              }
+              ASSERT_GT(n_own, n_min);  // every warpgroup walks at least the tile's first block
+              // The kernel passes over one block at most (kBlockM - 64 <= kBlockN).
+              ASSERT_LE(n_max - n_own, 1) << "sq " << sq << " sk " << sk << " m " << m << " wg " << wg;
+              bool const stored_rows = row0 + 64 > 0 && row0 < sq;  // else any end is right
+              if (stored_rows && n_own > n_min + 1) {
+                EXPECT_TRUE(sees(n_own - 1)) << "sq " << sq << " sk " << sk << " left " << left << " right "
+                                             << right << " m " << m << " wg " << wg;
+              }
+              skipped_blocks += n_max - n_own;
+              ++cases;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Sm90Mask, WarpgroupPassesOverOnlyBlocksItsRowsDoNotSee) {
+  int cases = 0, skipped = 0;
+  warpgroup_range_sweep<192, 128>(false, cases, skipped);
+  warpgroup_range_sweep<192, 128>(true, cases, skipped);
+  EXPECT_GT(cases, 10000);
+  EXPECT_GT(skipped, 1000);  // the sweep does reach warpgroups that pass over blocks
+}
+
+// Causal calls on 192-row tiles with front padding: how many 64-row key
+// blocks the three warpgroups walk a head, with the pass-over and without
+// it (every warpgroup walks its tile's range). With it, 128-row tiles' count
+// (20, 72, 272, 16512) plus one a padding warpgroup of the first tile.
+TEST(Sm90Mask, WarpgroupPassOverOnCausalGridShapes) {
+  struct Case { int len, with_skip, without_skip; };
+  for (Case c : {Case{512, 21, 24}, Case{1024, 74, 81}, Case{2048, 273, 288}, Case{16384, 16514, 16641}}) {
+    int const shift = flashcore::sm90::front_pad_rows(c.len, 192);
+    flashcore::sm90::BlockMask<192, 128, true> const mask{c.len, c.len, kUnbounded, 0, shift};
+    int with = 0, without = 0;
+    for (int m = 0; m < (c.len + shift + 191) / 192; ++m) {
+      int n_min = 0, n_max = 0;
+      mask.n_block_range(m, n_min, n_max);
+      for (int wg = 0; wg < 3; ++wg) {
+        with += mask.warpgroup_n_end(m, wg, n_min, n_max) - n_min;
+        without += n_max - n_min;
+      }
+    }
+    EXPECT_EQ(with, c.with_skip) << c.len;
+    EXPECT_EQ(without, c.without_skip) << c.len;
+  }
+}
+
 }  // namespace
