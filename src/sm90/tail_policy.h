@@ -68,7 +68,7 @@ constexpr TailPolicy tail_policy(int head_dim, int block_m, int block_n, int clu
 // fewer key blocks at 2k and 4k tokens, 1.5% at 8k and 16k, never more
 // (test_tail_plan.cpp FrontPad). Rows keep their arithmetic: a visited block
 // past a row's last key is masked whole for it, as with any block_m. Head
-// dim 64's one-CTA 192-row kernel (causal from 2k); a 128-row tile with
+// dim 64's one-CTA 192-row kernel (causal from 1k); a 128-row tile with
 // 128-key blocks visits as many either way. Same-run A/B on the H200, bf16,
 // three rounds, output bits identical (bench/results/2026-11-29c-h200/
 // call1-ab1-*): causal 2k 5.8% and 4k 3.4% faster (every round faster than
