@@ -236,10 +236,12 @@ struct KernelTraits {
   // tail_policy.h front_pad: the last tile's padding before row 0.
   static constexpr bool kFrontPad = front_pad(kBlockM, kBlockN, kClusterM, kServing);
   // mainloop_mma.h kSkipMaskedBlocks: a warpgroup passes over the tile's key
-  // blocks that are masked for all of its rows (takes its turns, releases
-  // the stages) instead of computing them. The one-CTA kernels of three
+  // block that is masked for all of its rows (takes its turn, releases the
+  // stages) instead of computing it. The one-CTA kernels of three
   // warpgroups, whose causal tiles span 192 rows: the first warpgroup's rows
-  // end up to two 128-key blocks before the tile's last row's.
+  // end 128 rows before the tile's last row, their keys up to one 128-key
+  // block before its keys. Same-run A/B on the H200 (bench/results/
+  // 2026-11-29d-h200/call1-ab1-*): causal 2k-16k 1.3-6.6% faster.
   // FLASHCORE_WG_SKIP=0 builds without it (same bits: the A/B baseline).
 #ifndef FLASHCORE_WG_SKIP
 #define FLASHCORE_WG_SKIP 1
