@@ -606,6 +606,26 @@ TEST(Sm90Forward, BlockMDoesNotChangeResults) {
     c.seed = data_seed() + 23 * uint32_t(variant);
     expect_same_bits_across_block_m(c, 64, 192, false);
   }
+  // Three 192-row query blocks a head with more tiles than SMs: the pairs
+  // (0, 2), then every head's middle block (tile_scheduler.h), 512 rows
+  // causal (64 padding rows first: a first tile with a padding warpgroup,
+  // the others passing over the last block: mainloop_mma.h
+  // kSkipMaskedBlocks) and 400 rows against 450 keys with a right window
+  // of 30 keys (128 padding rows first: two padding warpgroups); bit for
+  // bit against 64-row tiles.
+  for (int variant = 0; variant < 2; ++variant) {
+    Case c;
+    c.dtype = variant == 0 ? DType::kBFloat16 : DType::kFloat16;
+    c.batch = 3;
+    c.heads_q = 32;
+    c.heads_kv = 8;
+    c.seqlen_q = variant == 0 ? 512 : 400;
+    c.seqlen_k = variant == 0 ? 512 : 450;
+    c.causal = variant == 0;
+    if (variant == 1) c.window_right = 30;  // left: unbounded (-1)
+    c.seed = data_seed() + 29 * uint32_t(variant);
+    expect_same_bits_across_block_m(c, 64, 192, variant == 0);
+  }
   // One wave of 128-row causal tiles (B1 H16 S1024): dispatch runs 64-row
   // tiles dealt in pairs (tuning_table.h); the same bits as one unpaired wave
   // of 128-row tiles, and right.
