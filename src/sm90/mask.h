@@ -29,7 +29,7 @@ struct BlockMask {
   // row + diag + right overflows int32. No stored value depends on it; the
   // compact form's expression (apply) made these kernels 1-3% slower in a
   // same-run A/B (docs/kernels.md, "Tried and dropped"), so this one stays.
-  CUTE_DEVICE int last_key(int row) const { return min(row + diag() + window_right, seqlen_k - 1); }
+  CUTE_HOST_DEVICE int last_key(int row) const { return min(row + diag() + window_right, seqlen_k - 1); }
 
   // Key blocks [n_min, n_max) that hold at least one allowed key for some
   // row of query block m_block. Empty (n_max <= n_min) when every row is
@@ -57,7 +57,7 @@ struct BlockMask {
     int row_first = m_block * kBlockM;
     if constexpr (kFrontPad) row_first -= row_shift;
     int const row_last = min(row_first + (wg + 1) * 64, seqlen_q) - 1;
-    int const hi = min(row_last + diag() + window_right, seqlen_k - 1);  // inclusive; < 0: no key
+    int const hi = last_key(row_last);  // < 0: no key
     return max(n_min + 1, min(n_max, (max(hi, 0) / kBlockN) + 1));
   }
 
