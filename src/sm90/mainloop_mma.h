@@ -304,10 +304,8 @@ struct MainloopMma {
     int n = n_max - 1;
     bool half = false;
     if constexpr (kHalfFirstQK) {
-      // Whether this warpgroup's last row sees no key of the block's second
-      // half (a padding row past seqlen_q counts as the last real one).
-      int const row_last = min(m_block * kBlockM + (wg + 1) * 64, mask.seqlen_q) - 1;
-      half = mask.last_key(row_last) < n * kBlockN + kBlockN / 2;
+      // Whether this warpgroup's last row sees no key of the block's second half.
+      half = mask.last_key(mask.warpgroup_last_row(m_block, wg)) < n * kBlockN + kBlockN / 2;
     }
     if constexpr (!Traits::kIssueAhead) {
       pipeline_k.consumer_wait(read_state);

@@ -54,11 +54,16 @@ struct BlockMask {
   // bound is the tile's, so with a window nothing left of the tile's range
   // is passed over.
   CUTE_HOST_DEVICE int warpgroup_n_end(int m_block, int wg, int n_min, int n_max) const {
+    int const hi = last_key(warpgroup_last_row(m_block, wg));  // < 0: no key
+    return max(n_min + 1, min(n_max, (max(hi, 0) / kBlockN) + 1));
+  }
+
+  // The last row of warpgroup wg's 64 rows of query block m_block; a padding
+  // row past seqlen_q counts as the last real one (as in n_block_range).
+  CUTE_HOST_DEVICE int warpgroup_last_row(int m_block, int wg) const {
     int row_first = m_block * kBlockM;
     if constexpr (kFrontPad) row_first -= row_shift;
-    int const row_last = min(row_first + (wg + 1) * 64, seqlen_q) - 1;
-    int const hi = last_key(row_last);  // < 0: no key
-    return max(n_min + 1, min(n_max, (max(hi, 0) / kBlockN) + 1));
+    return min(row_first + (wg + 1) * 64, seqlen_q) - 1;
   }
 
   // Whether some (row, key) of the block pair lies left of the window (keys
