@@ -21,7 +21,7 @@ namespace flashcore::sm90 {
 using namespace cute;
 
 template <class Traits>
-__global__ void __launch_bounds__(Traits::kNumThreads, 1)
+__global__ void __launch_bounds__(Traits::kNumThreads, Traits::kCtasPerSm)
     flash_fwd_kernel(CUTE_GRID_CONSTANT KernelParams<Traits> const params) {
   // The host pass only needs the launch stub: without the body there it
   // never instantiates the mainloop, softmax and epilogue templates, which

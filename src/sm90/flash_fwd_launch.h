@@ -235,8 +235,19 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   static cudaError_t attr_err[kMaxDevices];
   int const dev = p.device_index;
   if (dev < 0 || dev >= kMaxDevices) return Status(StatusCode::kNotSupported, "device index out of range");
+  static int ctas_per_sm[kMaxDevices];
   std::call_once(once[dev], [&] {
     attr_err[dev] = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    ctas_per_sm[dev] = 1;
+    if (Traits::kCtasPerSm > 1 && attr_err[dev] == cudaSuccess) {
+      attr_err[dev] = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           int(cudaSharedmemCarveoutMaxShared));
+      int blocks = 0;
+      if (attr_err[dev] == cudaSuccess) {
+        attr_err[dev] = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, Traits::kNumThreads, smem);
+      }
+      ctas_per_sm[dev] = blocks < 1 ? 1 : blocks < Traits::kCtasPerSm ? blocks : Traits::kCtasPerSm;
+    }
   });
   if (attr_err[dev] != cudaSuccess) {
     return Status(StatusCode::kCudaError,
@@ -245,7 +256,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   int const sms = device_sm_count(dev);
   // CTAs resident at once: one an SM, or with clusters as many whole
   // clusters as the GPCs hold (asked once per device).
-  int slots = sms;
+  int slots = sms * ctas_per_sm[dev];
   if constexpr (Traits::kClusterM > 1) {
     static std::once_flag cluster_once[kMaxDevices];
     static int cluster_slots[kMaxDevices];
@@ -263,7 +274,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   int const grid = int(tiles < slots ? tiles : slots);  // tiles and slots are multiples of kClusterM
   // Tiles of differing cost are dealt in balanced pairs (tile_scheduler.h)
   // once some CTA gets two (tuning_table.h).
-  params.paired_tiles = costs_vary_by_tile(p) && pair_tiles(tiles, sms);
+  params.paired_tiles = costs_vary_by_tile(p) && pair_tiles(tiles, slots);
   if constexpr (Traits::kTailPlan) {
     if (params.paired_tiles) params.tail = tail_plan_for<Traits>(params, grid);
   }

@@ -20,6 +20,7 @@ struct KernelEntry {
   int cluster_m;  // 2: K/V multicast over pairs of CTAs (kernel_traits.h kClusterM)
   bool fold;      // serving, 64 rows: also runs split chunks in one CTA (kernel_traits.h kFold_)
   bool no_turns;  // two warpgroups without ping-pong turns (kernel_traits.h kNoTurns_)
+  int ctas_per_sm;  // 2: two one-warpgroup CTAs share an SM (kernel_traits.h kCtasPerSm_)
   LaunchFn launch;
   const char* name;
 };
@@ -31,7 +32,7 @@ const KernelEntry* kernel_table(int* count);
 // has one stage count (tools/gen_sm90_kernels.py asserts it), so the tile
 // names the kernel.
 const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving,
-                               int cluster_m = 1, bool fold = false, bool no_turns = false);
+                               int cluster_m = 1, bool fold = false, bool no_turns = false, int ctas_per_sm = 1);
 
 // Launches kernel `e` for a plain (unsplit) call on a validated problem,
 // bypassing dispatch: how tests run every compiled variant.

@@ -47,7 +47,7 @@ using namespace cute;
 // dim 256 where that is not already the only form. Same arithmetic, same
 // bits; dispatch picks it by the key count (tuning_table.h tuned_no_turns).
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kServing_ = false,
-          int kClusterM_ = 1, bool kFold_ = false, bool kNoTurns_ = false>
+          int kClusterM_ = 1, bool kFold_ = false, bool kNoTurns_ = false, int kCtasPerSm_ = 1>
 struct KernelTraits {
   using Element = Element_;
   static constexpr bool kServing = kServing_;
@@ -55,6 +55,17 @@ struct KernelTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
+  // kCtasPerSm_ = 2: two CTAs share an SM, each one consumer warpgroup on
+  // its own tiles (head dim 64's plain 64-row tile). Alone on an SM such a
+  // warpgroup's own chain (Q·Kᵀ, softmax, P·V) leaves the tensor cores and
+  // MUFU idle much of the time; a second CTA fills them, and its tiles start
+  // and end independently. Each CTA gets half the SM: 128 registers a thread
+  // at launch (24 producer / 232 consumer after setmaxnreg) and at most 113
+  // KiB of shared memory, hence two K/V stages. Same arithmetic as the
+  // one-CTA tile, same bits (GPU test TwoCtaKernelsMatchTheirOneCtaTwins).
+  static constexpr int kCtasPerSm = kCtasPerSm_;
+  static_assert(kCtasPerSm == 1 || (kCtasPerSm == 2 && kBlockM_ == 64 && !kServing_ && kClusterM_ == 1),
+                "two CTAs an SM: plain one-warpgroup tiles");
   static constexpr int kStages = kStages_;
   static constexpr int kClusterM = kClusterM_;
   static_assert(kClusterM == 1 || (kClusterM == 2 && !kServing_), "K/V multicast: plain kernels, pairs of CTAs");
@@ -81,10 +92,13 @@ struct KernelTraits {
   // SmemLayoutVt below, it fits 24 without spilling.) An
   // increase the pool cannot satisfy would block forever. With one consumer
   // warpgroup every thread already gets 255 registers at launch: no re-split.
-  static constexpr bool kRegSplit = kNumMmaWarpGroups >= 2;
+  // Two one-warpgroup CTAs an SM (kCtasPerSm) launch with 128 registers a
+  // thread (ptxas must report exactly that: the pool setmaxnreg splits) and
+  // run 128 x 24 + 128 x 232.
+  static constexpr bool kRegSplit = kNumMmaWarpGroups >= 2 || kCtasPerSm == 2;
   static_assert(!kServing || kNumMmaWarpGroups <= 2, "serving kernels: 64- and 128-row tiles");
   static constexpr int kProducerRegs = kNumMmaWarpGroups == 3 ? 32 : kServing ? 40 : 24;
-  static constexpr int kConsumerRegs = kNumMmaWarpGroups == 3 ? 160 : kServing ? 232 : 240;
+  static constexpr int kConsumerRegs = kCtasPerSm == 2 ? 232 : kNumMmaWarpGroups == 3 ? 160 : kServing ? 232 : 240;
   // K/V multicast: whether a cluster's two tiles may belong to two heads
   // (mainloop_load.h then loads both slices of a block into one ring). That
   // spilled 16 bytes in a 24-register producer (head dim 256), whose
@@ -192,7 +206,9 @@ struct KernelTraits {
   //    made no difference in head dim 128's former 3-stage kernel:
   //    docs/kernels.md.)
   static constexpr int kBytesKVRing = int(2 * kStages * kBytesKV);
-  static constexpr int kSmemBudget = 227 * 1024 - 2048;  // minus barriers and alignment
+  // An SM's 228 KiB less 1 KiB a CTA, per CTA.
+  static constexpr int kSmemPerCta = (228 / kCtasPerSm - 1) * 1024;
+  static constexpr int kSmemBudget = kSmemPerCta - 2048;  // minus barriers and alignment
   static constexpr bool kSeparateO = int(2 * kBytesQ) + kBytesKVRing <= kSmemBudget;
   static constexpr bool kHalfO = !kSeparateO && int(kBytesQ + kBytesQ / 2) + kBytesKVRing <= kSmemBudget;
   // Where O is staged: nowhere but Q's buffer, whose next Q then waits for the store.
@@ -445,7 +461,7 @@ struct KernelTraits {
   // Arrivals that free the Q buffer: every consumer thread after its last
   // Q·Kᵀ, or (when O aliases Q) the thread that waited for O's store.
   static constexpr int kQFreeArrivals = kOThroughQ ? 1 : kNumMmaThreads;
-  static_assert(kSmemBytes <= 227 * 1024, "tile does not fit in shared memory");
+  static_assert(kSmemBytes <= kSmemPerCta, "tile does not fit in shared memory");
 };
 
 }  // namespace flashcore::sm90

@@ -35,10 +35,11 @@ const KernelEntry* kernel_table(int* count) {
 }
 
 const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving, int cluster_m,
-                               bool fold, bool no_turns) {
+                               bool fold, bool no_turns, int ctas_per_sm) {
   for (const KernelEntry& e : kKernelTable) {
     if (e.dtype == dtype && e.head_dim == head_dim && e.block_m == block_m && e.block_n == block_n &&
-        e.serving == serving && e.cluster_m == cluster_m && e.fold == fold && e.no_turns == no_turns) {
+        e.serving == serving && e.cluster_m == cluster_m && e.fold == fold && e.no_turns == no_turns &&
+        e.ctas_per_sm == ctas_per_sm) {
       return &e;
     }
   }
@@ -56,7 +57,7 @@ std::string available_tiles(DType dtype, int head_dim, bool serving) {
   std::string s;
   for (const KernelEntry& e : kKernelTable) {
     if (e.dtype != dtype || e.head_dim != head_dim || e.serving != serving || e.cluster_m != 1 || e.fold ||
-        e.no_turns) {
+        e.no_turns || e.ctas_per_sm != 1) {
       continue;
     }
     if (!s.empty()) s += ", ";
@@ -190,9 +191,11 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream,
   }
   tile.cluster_m = serving ? 1 : tuned_cluster(p, tile.block_m, tile.block_n);
   bool const no_turns = !serving && tuned_no_turns(p, tile.block_m, tile.block_n);
+  int const ctas_per_sm =
+      serving ? 1 : tuned_two_ctas(p, tile.block_m, tile.block_n, device_sm_count(p.device_index)) ? 2 : 1;
   // Only a call that runs its chunks in one CTA takes the kernel with the fold.
   const KernelEntry* k = find_kernel(p.dtype, int(p.head_dim), tile.block_m, tile.block_n, serving, tile.cluster_m,
-                                     plan.split.fold, no_turns);
+                                     plan.split.fold, no_turns, ctas_per_sm);
   if (k == nullptr) {
     return Status(StatusCode::kNotSupported,
                   "no sm90 kernel compiled for " + std::string(dtype_name(p.dtype)) + " head_dim " +

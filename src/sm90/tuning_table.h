@@ -83,12 +83,61 @@ struct CallShape {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// A dispatch switch for same-build A/B measurements: false when the
+// environment variable `name` is "0". Callers read it once per process.
+inline bool env_switch_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+// A dispatch threshold for the same A/Bs: the environment variable `name`
+// when it holds a positive integer, else `fallback`.
+inline int64_t env_positive_or(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  long long const n = v != nullptr ? std::atoll(v) : 0;
+  return n > 0 ? int64_t(n) : fallback;
+}
+
+// Head dim 64's one-warpgroup 64-row tile also runs two CTAs an SM
+// (kernel_traits.h kCtasPerSm_, tools/gen_sm90_kernels.py TWO_CTA_TILES lists
+// the same tiles). Alone on an SM, one warpgroup's chain (Q·Kᵀ, softmax,
+// P·V) leaves the SM idle much of the time; with two CTAs the other CTA's
+// warpgroup fills it. Same-run A/B on an H200, bf16/fp16, three rounds,
+// output bits identical (bench/results/2026-11-29f-h200/call1-*, call2-*):
+//  - against the one-CTA 64-row tile wherever there are more tiles than SMs:
+//    15-29% faster (B8 H16 S128 5.1 -> 4.3 us, B32 H32 S512 260 -> 183,
+//    causal B32 H32 S512 194 -> 138);
+//  - against dispatch's tile before it (FLASHCORE_TWO_CTAS=0 in the same
+//    build, call3-*), unmasked calls of more than one 64-row tile an SM: two
+//    (256 tiles) B8 H16 S128 4.9 -> 4.3 us (-12%), B1 H16 S1024 13.0 -> 12.5
+//    (-4%); four (512) B16 H16 S128 -4.4%, B8 H16 S256 -2.6%, but B2 H16
+//    S1024 +1.0% and B1 H16 S2048 +0.3%; level from eight (B32 H16 S128,
+//    B16 H16 S256) and slower further (B16 H16 S512 +10%, B32 H32 S512 +10%
+//    against the 192-row multicast tile); 1-1.5% slower with at most one
+//    tile an SM (two K/V stages against four), and 10% slower on the one-wave
+//    causal call B1 H16 S1024, whose one-CTA tiles go in pairs.
+// So: plain unmasked calls with more 64-row tiles than SMs and at most two an
+// SM, or four for sequences of up to 256 rows (tuned_tile), and any plain
+// unmasked call the caller runs on 64-row tiles with more tiles than SMs
+// (tuned_two_ctas).
+constexpr bool has_two_cta_kernel(int head_dim, int block_m, int block_n) {
+  return head_dim == 64 && block_m == 64 && block_n == 128;
+}
+// FLASHCORE_TWO_CTAS=0 in the environment keeps one CTA an SM everywhere
+// (and dispatch's tiles from before the two-CTA kernel).
+inline bool two_ctas_allowed() {
+  static const bool allowed = env_switch_on("FLASHCORE_TWO_CTAS");
+  return allowed;
+}
+
 // The tile choice, from the H100 tune run bench/results/2026-11-23b-h100/
 // (flashcore-tune --suite all: every compiled tile on the FA3 and seed grids):
 //
 //  - 64-row tiles when 128-row tiles would fill at most half of the SMs, for
 //    packed GQA decode (at most `group` valid rows a tile), and for serving
 //    calls of at most 64 rows a sequence (split-KV in one CTA).
+//  - head dim 64, unmasked plain calls of up to two 64-row tiles an SM (four
+//    up to 256 rows): 64-row tiles, two CTAs an SM once there are more tiles
+//    than SMs (has_two_cta_kernel above; measured on an H200, 2026-11-29f).
 //  - triangular calls whose 128-row tiles fit in one wave: the time is that of
 //    the longest tile (all of its key blocks); 64-row tiles dealt in pairs
 //    (query block i with num_m-1-i, twice as many tiles) give every CTA about
@@ -130,7 +179,15 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
   // chunks) may split their keys, which only 64-row tiles can also do in
   // one CTA (splitkv_plan.h fold_splits).
   bool const split_rows = w.serving && w.seqlen_q <= kSplitMaxRows;
-  if (has_m64 && (w.gqa_packed_decode || split_rows || small || one_triangular_wave)) return {64, block_n};
+  // Two CTAs an SM (has_two_cta_kernel above): unmasked plain calls of up to
+  // two 64-row tiles an SM, or four of sequences up to 256 rows.
+  int64_t const tiles64 = ceil_div(w.seqlen_q, 64) * w.sequences;
+  int64_t const two_cta_tiles = (w.seqlen_q <= 256 ? 4 : 2) * int64_t(num_sms);
+  bool const two_ctas = has_two_cta_kernel(head_dim, 64, block_n) && w.unmasked && !w.serving &&
+                        !w.gqa_packed_decode && tiles64 <= two_cta_tiles && two_ctas_allowed();
+  if (has_m64 && (w.gqa_packed_decode || split_rows || small || one_triangular_wave || two_ctas)) {
+    return {64, block_n};
+  }
   if (head_dim == 64 && !w.serving) {  // (packed decode returned above)
     int64_t const tiles192 = ceil_div(w.seqlen_q, 192) * w.sequences;
     bool const fewer_row_waves =
@@ -152,20 +209,6 @@ inline bool cluster_eligible(const Problem& p, int block_m, int cluster_m, bool 
   if (p.has_per_seq_lengths() || packs_gqa(p) || p.has_mask()) return false;
   int64_t const blocks = ceil_div(p.seqlen_q, block_m);
   return pairs_may_straddle ? blocks * p.heads_q * p.batch % cluster_m == 0 : blocks % cluster_m == 0;
-}
-
-// A dispatch switch for same-build A/B measurements: false when the
-// environment variable `name` is "0". Callers read it once per process.
-inline bool env_switch_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
-// A dispatch threshold for the same A/Bs: the environment variable `name`
-// when it holds a positive integer, else `fallback`.
-inline int64_t env_positive_or(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  long long const n = v != nullptr ? std::atoll(v) : 0;
-  return n > 0 ? int64_t(n) : fallback;
 }
 
 // FLASHCORE_CLUSTER=0 in the environment turns K/V multicast off.
@@ -258,6 +301,18 @@ inline int64_t no_turns_min_keys() {
 inline bool tuned_no_turns(const Problem& p, int block_m, int block_n) {
   return has_no_turns_kernel(int(p.head_dim), block_m, block_n) && p.seqlen_k >= no_turns_min_keys() &&
          no_turns_allowed();
+}
+
+// The two-CTA kernel for a plain call without a mask on 64-row tiles (the
+// table's or the caller's) once there are more tiles than SMs; with fewer,
+// one CTA an SM and its four K/V stages. Same bits either way (GPU test
+// TwoCtaKernelsMatchTheirOneCtaTwins), so the choice may follow the batch.
+inline bool tuned_two_ctas(const Problem& p, int block_m, int block_n, int num_sms) {
+  if (!has_two_cta_kernel(int(p.head_dim), block_m, block_n) || p.has_per_seq_lengths() || packs_gqa(p) ||
+      p.has_mask()) {
+    return false;
+  }
+  return ceil_div(p.seqlen_q, block_m) * p.heads_q * p.batch > num_sms && two_ctas_allowed();
 }
 
 inline CallShape call_shape(const Problem& p) {

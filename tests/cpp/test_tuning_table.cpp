@@ -63,7 +63,9 @@ TEST(TuningTable, HeadDim256KeyBlocksFollowTheMeasuredCrossovers) {
 TEST(TuningTable, SixtyFourRowTilesForSmallOrOneWaveTriangularCalls) {
   // Small calls: 64-row tiles while 128-row ones would fill at most half the SMs.
   EXPECT_EQ(block_m(64, work(128, 66)), 64);
-  EXPECT_EQ(block_m(64, work(128, 67)), 128);
+  // (Sliding windows: unmasked head dim 64 takes two-CTA 64-row tiles
+  // further, TwoCtaSixtyFourRowTilesForUnmaskedHeadDim64.)
+  EXPECT_EQ(block_m(64, work(128, 67, false, false)), 128);
   EXPECT_EQ(block_m(128, work(256, 33)), 64);
   EXPECT_EQ(block_m(128, work(256, 34)), 128);
   // Causal-like: one wave of 128-row tiles (B1 H16 S1024) runs 64-row tiles in pairs.
@@ -84,9 +86,11 @@ TEST(TuningTable, SixtyFourRowTilesForSmallOrOneWaveTriangularCalls) {
 
 // The head-dim-64 rows of the H100 tune run the table was set from
 // (bench/results/2026-11-23b-h100/tune.csv): the measured best tile of each
-// shape. Dispatch must pick it on every one. One row re-measured since:
-// causal B16 S1024 takes 192 rows once a warpgroup passes over its masked
-// block (H200, bench/results/2026-11-29d-h200/call1-ab1-*, 2% faster).
+// shape. Dispatch must pick it on every one. Rows re-measured since: causal
+// B16 S1024 takes 192 rows once a warpgroup passes over its masked block
+// (H200, bench/results/2026-11-29d-h200/call1-ab1-*, 2% faster); unmasked
+// B8 S128, B16 S128, B8 S256 and B1 S1024 take 64 rows two CTAs an SM
+// (H200, bench/results/2026-11-29f-h200/call2-*: 2-12% faster).
 struct Measured {
   int64_t b, h, s;
   bool causal;
@@ -99,11 +103,11 @@ constexpr Measured kTuneRun[] = {
     {32, 32, 512, true, 128},  {16, 32, 1024, true, 192},  {8, 32, 2048, true, 192},
     {4, 32, 4096, true, 192},  {2, 32, 8192, true, 192},   {1, 32, 16384, true, 192},
     // Seed grid, fp16, 16 heads.
-    {1, 16, 128, false, 64},   {8, 16, 128, false, 128},   {16, 16, 128, false, 128},
-    {32, 16, 128, false, 128}, {1, 16, 256, false, 64},    {8, 16, 256, false, 128},
+    {1, 16, 128, false, 64},   {8, 16, 128, false, 64},    {16, 16, 128, false, 64},
+    {32, 16, 128, false, 128}, {1, 16, 256, false, 64},    {8, 16, 256, false, 64},
     {16, 16, 256, false, 128}, {32, 16, 256, false, 128},  {1, 16, 512, false, 64},
     {8, 16, 512, false, 192},  {16, 16, 512, false, 192},  {32, 16, 512, false, 192},
-    {1, 16, 1024, false, 128}, {1, 16, 1024, true, 64},
+    {1, 16, 1024, false, 64},  {1, 16, 1024, true, 64},
 };
 
 TEST(TuningTable, HeadDim64PicksTheMeasuredBestTileOnTheTunedGrids) {
@@ -111,6 +115,43 @@ TEST(TuningTable, HeadDim64PicksTheMeasuredBestTileOnTheTunedGrids) {
     EXPECT_EQ(block_m(64, work(m.s, m.b * m.h, m.causal)), m.best_block_m)
         << "B" << m.b << " H" << m.h << " S" << m.s << (m.causal ? " causal" : "");
   }
+}
+
+TEST(TuningTable, TwoCtaSixtyFourRowTilesForUnmaskedHeadDim64) {
+  if (!two_ctas_allowed()) GTEST_SKIP() << "FLASHCORE_TWO_CTAS=0 in the environment";
+  // Unmasked plain calls of up to two 64-row tiles an SM (264 on 132 SMs),
+  // or four (528) of sequences up to 256 rows.
+  EXPECT_EQ(block_m(64, work(128, 264)), 64);   // 528 tiles
+  EXPECT_EQ(block_m(64, work(128, 265)), 128);  // 530
+  EXPECT_EQ(block_m(64, work(256, 132)), 64);   // 528
+  EXPECT_EQ(block_m(64, work(256, 133)), 128);  // 532
+  EXPECT_EQ(block_m(64, work(1024, 16)), 64);   // 256
+  EXPECT_NE(block_m(64, work(1024, 17)), 64);   // 272 (192 rows)
+  EXPECT_EQ(block_m(64, work(512, 33)), 64);    // 264
+  EXPECT_NE(block_m(64, work(512, 34)), 64);    // 272 (192 rows)
+  // Not for masks, serving calls or other head dims.
+  EXPECT_EQ(block_m(64, work(1024, 20, true)), 128);
+  EXPECT_EQ(block_m(64, work(1024, 20, false, false)), 128);
+  CallShape serving = work(1024, 20);
+  serving.serving = true;
+  EXPECT_EQ(block_m(64, serving), 128);
+  EXPECT_EQ(block_m(128, work(1024, 20)), 128);
+  // The kernel: plain unmasked calls on 64-row tiles with more tiles than
+  // SMs, whatever picked the tile (the table or the caller).
+  flashcore::Problem p;
+  p.batch = 8, p.heads_q = p.heads_kv = 16, p.seqlen_q = p.seqlen_k = 128, p.head_dim = 64;  // 256 tiles
+  EXPECT_TRUE(tuned_two_ctas(p, 64, 128, kSms));
+  EXPECT_FALSE(tuned_two_ctas(p, 128, 128, kSms));
+  EXPECT_FALSE(tuned_two_ctas(p, 64, 128, 256));  // fewer tiles than SMs: one CTA, four stages
+  p.batch = 4;                                     // 128 tiles
+  EXPECT_FALSE(tuned_two_ctas(p, 64, 128, kSms));
+  p.batch = 1000;
+  EXPECT_TRUE(tuned_two_ctas(p, 64, 128, kSms));  // the caller's 64 rows on a large call
+  p.causal = true, p.window_right = 0;
+  EXPECT_FALSE(tuned_two_ctas(p, 64, 128, kSms));
+  p.causal = false, p.window_right = flashcore::kUnboundedWindow;
+  p.head_dim = 128;
+  EXPECT_FALSE(tuned_two_ctas(p, 64, 128, kSms));
 }
 
 TEST(TuningTable, OneHundredNinetyTwoRowsOnlyWhereMeasured) {
@@ -132,8 +173,9 @@ TEST(TuningTable, OneHundredNinetyTwoRowsOnlyWhereMeasured) {
   EXPECT_EQ(block_m(64, work(2048, 95, true)), 128);   // 1045 tiles
   // No mask: waves of 192-row tiles against waves of 128-row ones. B1 H16:
   // S1024 is one wave either way (128 rows win), S2048 two against two.
-  EXPECT_EQ(block_m(64, work(1024, 16)), 128);
-  EXPECT_EQ(block_m(64, work(2048, 16)), 128);
+  // (B1 H16 S1024 is 256 tiles of 64 rows: two CTAs an SM since 2026-11-29f.)
+  EXPECT_EQ(block_m(64, work(1024, 16)), 64);
+  EXPECT_EQ(block_m(64, work(2048, 16)), 128);  // 512 tiles of 64 rows
   // 384 rows: two tiles of 192 against three of 128, same waves count.
   EXPECT_EQ(block_m(64, work(384, 1000)), 192);
 }

@@ -272,6 +272,61 @@ TEST(Sm90Forward, NoTurnsKernelsMatchTheirTwinsWithTurns) {
   EXPECT_GT(tested, 0) << "no kernel without turns compiled";
 }
 
+// The kernels that run two CTAs an SM (kernel_traits.h kCtasPerSm_) compute
+// each tile as their one-CTA twins do: bit for bit the same output and LSE,
+// with more tiles than the two CTAs of every SM take at once (CTAs walk
+// several tiles), unmasked, causal (paired tiles) and sliding-window calls,
+// tails in both lengths, GQA and BSHD; and dispatch takes them for unmasked
+// head-dim-64 calls of a few tiles an SM (tuning_table.h), with the same bits.
+TEST(Sm90Forward, TwoCtaKernelsMatchTheirOneCtaTwins) {
+  SKIP_WITHOUT_GPU();
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  int n = 0, tested = 0;
+  const flashcore::sm90::KernelEntry* table = flashcore::sm90::kernel_table(&n);
+  for (int i = 0; i < n; ++i) {
+    const auto& e = table[i];
+    if (e.ctas_per_sm == 1) continue;
+    const flashcore::sm90::KernelEntry* twin =
+        flashcore::sm90::find_kernel(e.dtype, e.head_dim, e.block_m, e.block_n, e.serving, 1, false, false, 1);
+    ASSERT_NE(twin, nullptr) << e.name << ": no one-CTA twin";
+    ++tested;
+    for (int variant = 0; variant < 4; ++variant) {
+      Case c;
+      c.dtype = e.dtype;
+      c.head_dim = e.head_dim;
+      c.layout = variant == 1 ? Layout::kBSHD : Layout::kBHSD;
+      c.batch = 2;
+      c.heads_kv = variant == 0 ? 2 : 3;
+      c.heads_q = c.heads_kv * (sms / 8 + 2);  // 6 query blocks a head: more than 2 x sms tiles
+      c.seqlen_q = 6 * e.block_m - 29;
+      c.seqlen_k = variant == 3 ? 1000 : 517;
+      c.causal = variant == 2;
+      if (variant == 3) c.window_left = 150, c.window_right = 40;
+      c.seed = data_seed() + 5153u * uint32_t(i * 4 + variant);
+      expect_same_bits_as_twin(e, *twin, c, /*with_reference=*/variant < 2);
+    }
+  }
+  EXPECT_GT(tested, 0) << "no two-CTA kernel compiled";
+  // Dispatch: B8 H16 S128 head dim 64 (256 tiles of 64 rows) takes the
+  // two-CTA kernel; the same bits as the one-CTA tile forced by the caller.
+  Case c;
+  c.dtype = DType::kBFloat16;
+  c.head_dim = 64;
+  c.batch = 8;
+  c.heads_q = c.heads_kv = 16;
+  c.seqlen_q = c.seqlen_k = 128;
+  c.seed = data_seed() + 77u;
+  CaseTensors host(c);
+  GpuRun run(host), one(host);
+  ASSERT_TRUE(run.run().ok());
+  const flashcore::sm90::KernelEntry* m64 = flashcore::sm90::find_kernel(c.dtype, 64, 64, 128, false);
+  ASSERT_NE(m64, nullptr);
+  ASSERT_TRUE(one.run_kernel(*m64).ok());
+  EXPECT_EQ(run.out->bytes(), one.out->bytes());
+  EXPECT_EQ(run.lse->bytes(), one.lse->bytes());
+}
+
 TEST(Sm90Forward, FullyMaskedRowsAreZeroWithMinusInfLse) {
   SKIP_WITHOUT_GPU();
   Case c;

@@ -53,6 +53,10 @@ def test_grouped_units_hold_every_kernel_once(gen_kernels):
         # group's first unit turns on before CuTe's headers are read.
         tiles = {re.sub(r"_(bf16|fp16)_", "_", m) for m in members}
         tiles = {re.sub(r"(_c2)?(_fold)?(_nt)?$", "", t) for t in tiles}
+        # A two-CTA kernel (_x2: its own stage count) joins its one-CTA
+        # twin's unit, which is named by the twin's stages.
+        twin_stages = re.search(r"_s\d+$", unit.stem).group(0)
+        tiles = {re.sub(r"_s\d+_x\d+$", twin_stages, t) for t in tiles}
         assert tiles == {unit.stem}, (unit.name, tiles)
         extended = {"CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED" in (UNITS / f"{m}.cu").read_text() for m in members}
         assert len(extended) == 1, unit.name

@@ -149,13 +149,15 @@ def kernel_name(gen, row):
     in a grouped unit the name of its entry function's KernelTraits."""
     if not row[1]:
         return row[0]
+    # (CTAs an SM, the tenth argument, is absent from entries demangled
+    # before it existed: one.)
     m = re.search(r"KernelTraits<(bfloat16_t|half_t), (\d+), (\d+), (\d+), (\d+), (true|false), (\d+), "
-                  r"(true|false), (true|false)", row[1])
+                  r"(true|false), (true|false)(?:, (\d+))?>", row[1])
     assert m, row
     dt = {"bfloat16_t": "bf16", "half_t": "fp16"}[m.group(1)]
     d, bm, bn, st = (int(x) for x in m.groups()[1:5])
     return gen.name((dt, d, bm, bn, st, m.group(6) == "true", int(m.group(7)), m.group(8) == "true",
-                     m.group(9) == "true"))
+                     m.group(9) == "true", int(m.group(10) or 1)))
 
 
 def test_kernel_names_of_summary_rows(gen_kernels):
@@ -164,6 +166,9 @@ def test_kernel_names_of_summary_rows(gen_kernels):
     row = ["flash_fwd_d128_m128_n128_s2", "`flash_fwd_kernel<KernelTraits<half_t, 128, 128, 128, 2, false, 2, "
            "false, true> >`"]
     assert kernel_name(gen, row) == "flash_fwd_fp16_d128_m128_n128_s2_c2_nt"
+    row = ["flash_fwd_d64_m64_n128_s4", "`flash_fwd_kernel<KernelTraits<bfloat16_t, 64, 64, 128, 2, false, 1, "
+           "false, false, 2> >`"]
+    assert kernel_name(gen, row) == "flash_fwd_bf16_d64_m64_n128_s2_x2"
 
 
 def test_the_committed_summary_lists_every_kernel_instantiation(gen_kernels):

@@ -3,3 +3,5 @@
 // are instantiated once for all of them.
 #include "sm90/instantiations/flash_fwd_fp16_d64_m64_n128_s4.cu"
 #include "sm90/instantiations/flash_fwd_bf16_d64_m64_n128_s4.cu"
+#include "sm90/instantiations/flash_fwd_fp16_d64_m64_n128_s2_x2.cu"
+#include "sm90/instantiations/flash_fwd_bf16_d64_m64_n128_s2_x2.cu"
