@@ -291,7 +291,9 @@ TEST(Sm90Guarantees, SanitizerSubset) {
 // tuned_cluster: each CTA's ring filled by both CTAs of its cluster); 300
 // rows at head dim 128 (three blocks) the one-CTA kernel, and from 1k keys
 // the ones without ping-pong turns (tuned_no_turns): causal over 1100 keys
-// the one-CTA `_nt`, unmasked with two query blocks the multicast `_c2_nt`.
+// the one-CTA `_nt`, unmasked with two query blocks the multicast `_c2_nt`;
+// head dim 64 unmasked over 200 rows (4 tiles of 64 a head, 292 in all) the
+// 64-row kernel that runs two CTAs an SM (tuning_table.h tuned_two_ctas).
 TEST(Sm90Guarantees, SanitizerManyTilesPerCta) {
   SKIP_WITHOUT_GPU();
   int sms = 0;
@@ -303,7 +305,7 @@ TEST(Sm90Guarantees, SanitizerManyTilesPerCta) {
   int i = 0;
   // 200 query rows: two 128-row query blocks, the second one partial.
   for (Plan plan : {Plan{128, 200, 300, false}, Plan{128, 300, 300, false}, Plan{128, 300, 1100, true},
-                    Plan{128, 200, 1100, false},
+                    Plan{128, 200, 1100, false}, Plan{64, 200, 300, false},
                     Plan{256, 200, 300, true},
                     Plan{256, 200, 2048, false}, Plan{256, 300, 100, true}}) {
     Case c;

@@ -335,9 +335,10 @@ def test_flashcore_kernels_have_no_data_dependent_branch_and_no_local_memory():
 
 
 # flash_fwd_kernel<KernelTraits<Element, head dim, block_m, block_n, stages,
-# serving, cluster_m, fold, no_turns>> as the Itanium ABI mangles it.
+# serving, cluster_m, fold, no_turns, ctas_per_sm>> as the Itanium ABI mangles
+# it (builds from before ctas_per_sm existed end at no_turns: one CTA an SM).
 _TRAITS_RE = re.compile(r"KernelTraitsIN7cutlass(10bfloat16_t|6half_t)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)"
-                        r"ELb([01])ELi(\d+)ELb([01])ELb([01])EE")
+                        r"ELb([01])ELi(\d+)ELb([01])ELb([01])(?:ELi(\d+))?EE")
 
 
 def _kernel_name(gen, mangled: str):
@@ -348,8 +349,9 @@ def _kernel_name(gen, mangled: str):
     if m is None:
         return None
     dt = {"10bfloat16_t": "bf16", "6half_t": "fp16"}[m.group(1)]
-    d, bm, bn, st, serving, cluster, fold, no_turns = (int(x) for x in m.groups()[1:])
-    return gen.name((dt, d, bm, bn, st, bool(serving), cluster, bool(fold), bool(no_turns)))
+    d, bm, bn, st, serving, cluster, fold, no_turns = (int(x) for x in m.groups()[1:9])
+    ctas = int(m.group(10) or 1)
+    return gen.name((dt, d, bm, bn, st, bool(serving), cluster, bool(fold), bool(no_turns), ctas))
 
 
 def test_kernel_names_from_mangled_entry_functions(gen_kernels):
@@ -359,6 +361,11 @@ def test_kernel_names_from_mangled_entry_functions(gen_kernels):
     assert _kernel_name(gen, mangled) == "flash_fwd_bf16_d128_m128_n128_s2_c2_nt"
     assert _kernel_name(gen, mangled.replace("10bfloat16_t", "6half_t").replace("Li2ELb0ELi2", "Li2ELb1ELi1")) \
         == "flash_fwd_serving_fp16_d128_m128_n128_s2_nt"
+    two = ("_ZN9flashcore4sm9016flash_fwd_kernelINS0_12KernelTraitsIN7cutlass6half_tELi64ELi64ELi128ELi2ELb0ELi1"
+           "ELb0ELb0ELi2EEEEEvNS0_12KernelParamsIT_EE")
+    assert _kernel_name(gen, two) == "flash_fwd_fp16_d64_m64_n128_s2_x2"
+    assert _kernel_name(gen, two.replace("ELi2EEEEE", "ELi1EEEEE").replace("ELi128ELi2ELb0", "ELi128ELi4ELb0")) \
+        == "flash_fwd_fp16_d64_m64_n128_s4"
     assert _kernel_name(gen, "_ZN9flashcore4sm9024splitkv_combine_kernelILi128EEEvNS0_13CombineParamsE") is None
     assert gen.name(gen.KERNELS[0]).startswith("flash_fwd_")
 
