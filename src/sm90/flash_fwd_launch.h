@@ -235,9 +235,18 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   static cudaError_t attr_err[kMaxDevices];
   int const dev = p.device_index;
   if (dev < 0 || dev >= kMaxDevices) return Status(StatusCode::kNotSupported, "device index out of range");
+  // CTAs an SM (kernel_traits.h kCtasPerSm): what the occupancy API grants
+  // with the shared-memory carveout at its maximum, at most the kernel's.
   static int ctas_per_sm[kMaxDevices];
+  // Registers a thread the kernel launched with, against what its
+  // setmaxnreg split asks of the CTA's pool: a pool too small would leave the
+  // consumers' increase waiting forever, so such a build is refused.
+  static int launch_regs[kMaxDevices];
   std::call_once(once[dev], [&] {
     attr_err[dev] = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaFuncAttributes fa{};
+    if (attr_err[dev] == cudaSuccess) attr_err[dev] = cudaFuncGetAttributes(&fa, kernel);
+    launch_regs[dev] = fa.numRegs;
     ctas_per_sm[dev] = 1;
     if (Traits::kCtasPerSm > 1 && attr_err[dev] == cudaSuccess) {
       attr_err[dev] = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -250,8 +259,19 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
     }
   });
   if (attr_err[dev] != cudaSuccess) {
-    return Status(StatusCode::kCudaError,
-                  std::string("cudaFuncSetAttribute failed: ") + cudaGetErrorString(attr_err[dev]));
+    return Status(StatusCode::kCudaError, std::string("kernel attribute setup (cudaFuncSetAttribute, "
+                                                      "cudaFuncGetAttributes, occupancy) failed: ") +
+                                              cudaGetErrorString(attr_err[dev]));
+  }
+  if constexpr (Traits::kRegSplit) {
+    int const pool = launch_regs[dev] * Traits::kNumThreads;
+    int const split =
+        Traits::kProducerRegs * cutlass::NumThreadsPerWarpGroup + Traits::kConsumerRegs * Traits::kNumMmaThreads;
+    if (pool < split) {
+      return Status(StatusCode::kInternal, "kernel built with " + std::to_string(launch_regs[dev]) +
+                                               " registers a thread; its setmaxnreg split needs " +
+                                               std::to_string(split) + " a CTA (kernel_traits.h kRegSplit)");
+    }
   }
   int const sms = device_sm_count(dev);
   // CTAs resident at once: one an SM, or with clusters as many whole
