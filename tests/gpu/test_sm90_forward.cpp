@@ -169,6 +169,27 @@ void expect_same_bits_as_twin(const flashcore::sm90::KernelEntry& e, const flash
       << e.name << " " << c.name() << ": rel err " << err << ", lse rel err " << lerr;
 }
 
+// Runs check(i, e, twin, sms) for every compiled kernel `e` that `selected`
+// picks (i: its index in the table), against `twin_of(e)`: the kernel of the
+// same tile it must match bit for bit. Returns how many it checked.
+template <class Selected, class TwinOf, class Check>
+int check_against_twins(Selected selected, TwinOf twin_of, Check check) {
+  int sms = 0;
+  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  int n = 0, tested = 0;
+  const flashcore::sm90::KernelEntry* table = flashcore::sm90::kernel_table(&n);
+  for (int i = 0; i < n; ++i) {
+    const auto& e = table[i];
+    if (!selected(e)) continue;
+    const flashcore::sm90::KernelEntry* twin = twin_of(e);
+    EXPECT_NE(twin, nullptr) << e.name << ": no twin";
+    if (twin == nullptr) continue;
+    ++tested;
+    check(i, e, *twin, sms);
+  }
+  return tested;
+}
+
 // The K/V-multicast kernels (kernel_traits.h kClusterM) change only where K
 // and V bytes come from: bit for bit the output and LSE of the same tile on
 // one CTA, and within tolerance of float64. Shapes with GQA, tails in both
@@ -178,17 +199,10 @@ void expect_same_bits_as_twin(const flashcore::sm90::KernelEntry& e, const flash
 // that do not pair up, are refused with a clear error.
 TEST(Sm90Forward, ClusterKernelsMatchOneCtaKernels) {
   SKIP_WITHOUT_GPU();
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  int n = 0, tested = 0;
-  const flashcore::sm90::KernelEntry* table = flashcore::sm90::kernel_table(&n);
-  for (int i = 0; i < n; ++i) {
-    const auto& e = table[i];
-    if (e.cluster_m == 1) continue;
-    const flashcore::sm90::KernelEntry* one =
-        flashcore::sm90::find_kernel(e.dtype, e.head_dim, e.block_m, e.block_n, e.serving, 1);
-    ASSERT_NE(one, nullptr) << e.name << ": no one-CTA twin";
-    ++tested;
+  auto one_cta = [](const flashcore::sm90::KernelEntry& e) {
+    return flashcore::sm90::find_kernel(e.dtype, e.head_dim, e.block_m, e.block_n, e.serving, 1);
+  };
+  auto check = [](int i, const flashcore::sm90::KernelEntry& e, const flashcore::sm90::KernelEntry& one, int sms) {
     bool const straddle = flashcore::sm90::cluster_pairs_may_straddle(e.head_dim);
     int64_t const blocks = straddle ? 3 : 4;  // query blocks a head: odd where pairs may straddle two heads
     for (int variant = 0; variant < 4; ++variant) {
@@ -211,7 +225,7 @@ TEST(Sm90Forward, ClusterKernelsMatchOneCtaKernels) {
         EXPECT_NE(st.message().find("K/V-multicast"), std::string::npos) << st.message();
         continue;
       }
-      expect_same_bits_as_twin(e, *one, c, /*with_reference=*/variant < 2);
+      expect_same_bits_as_twin(e, one, c, /*with_reference=*/variant < 2);
     }
     // Tiles that do not pair up: an odd number in all (three), or where pairs
     // may not straddle, an odd number a head (three, in two heads).
@@ -225,7 +239,8 @@ TEST(Sm90Forward, ClusterKernelsMatchOneCtaKernels) {
     GpuRun gpu(host);
     flashcore::Status st = gpu.run_kernel(e);
     EXPECT_EQ(st.code(), flashcore::StatusCode::kNotSupported) << e.name << ": " << st.message();
-  }
+  };
+  int const tested = check_against_twins([](const auto& e) { return e.cluster_m > 1; }, one_cta, check);
   EXPECT_GT(tested, 0) << "no K/V-multicast kernel compiled";
 }
 
@@ -236,18 +251,11 @@ TEST(Sm90Forward, ClusterKernelsMatchOneCtaKernels) {
 // both sides of dispatch's 1k threshold (tuning_table.h tuned_no_turns).
 TEST(Sm90Forward, NoTurnsKernelsMatchTheirTwinsWithTurns) {
   SKIP_WITHOUT_GPU();
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  int n = 0, tested = 0;
-  const flashcore::sm90::KernelEntry* table = flashcore::sm90::kernel_table(&n);
-  for (int i = 0; i < n; ++i) {
-    const auto& e = table[i];
-    if (!e.no_turns) continue;
-    const flashcore::sm90::KernelEntry* twin =
-        flashcore::sm90::find_kernel(e.dtype, e.head_dim, e.block_m, e.block_n, e.serving, e.cluster_m, e.fold);
-    ASSERT_NE(twin, nullptr) << e.name << ": no twin with turns";
-    ASSERT_FALSE(twin->no_turns);
-    ++tested;
+  auto with_turns = [](const flashcore::sm90::KernelEntry& e) {
+    return flashcore::sm90::find_kernel(e.dtype, e.head_dim, e.block_m, e.block_n, e.serving, e.cluster_m, e.fold);
+  };
+  auto check = [](int i, const flashcore::sm90::KernelEntry& e, const flashcore::sm90::KernelEntry& twin, int sms) {
+    ASSERT_FALSE(twin.no_turns);
     for (int variant = 0; variant < 4; ++variant) {
       Case c;
       c.dtype = e.dtype;
@@ -266,9 +274,10 @@ TEST(Sm90Forward, NoTurnsKernelsMatchTheirTwinsWithTurns) {
         c.seqlen_q = 4 * e.block_m - 37;
       }
       c.seed = data_seed() + 6911u * uint32_t(i * 4 + variant);
-      expect_same_bits_as_twin(e, *twin, c, /*with_reference=*/variant < 2);
+      expect_same_bits_as_twin(e, twin, c, /*with_reference=*/variant < 2);
     }
-  }
+  };
+  int const tested = check_against_twins([](const auto& e) { return e.no_turns; }, with_turns, check);
   EXPECT_GT(tested, 0) << "no kernel without turns compiled";
 }
 
@@ -280,17 +289,10 @@ TEST(Sm90Forward, NoTurnsKernelsMatchTheirTwinsWithTurns) {
 // head-dim-64 calls of a few tiles an SM (tuning_table.h), with the same bits.
 TEST(Sm90Forward, TwoCtaKernelsMatchTheirOneCtaTwins) {
   SKIP_WITHOUT_GPU();
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  int n = 0, tested = 0;
-  const flashcore::sm90::KernelEntry* table = flashcore::sm90::kernel_table(&n);
-  for (int i = 0; i < n; ++i) {
-    const auto& e = table[i];
-    if (e.ctas_per_sm == 1) continue;
-    const flashcore::sm90::KernelEntry* twin =
-        flashcore::sm90::find_kernel(e.dtype, e.head_dim, e.block_m, e.block_n, e.serving, 1, false, false, 1);
-    ASSERT_NE(twin, nullptr) << e.name << ": no one-CTA twin";
-    ++tested;
+  auto one_cta_an_sm = [](const flashcore::sm90::KernelEntry& e) {
+    return flashcore::sm90::find_kernel(e.dtype, e.head_dim, e.block_m, e.block_n, e.serving, 1, false, false, 1);
+  };
+  auto check = [](int i, const flashcore::sm90::KernelEntry& e, const flashcore::sm90::KernelEntry& twin, int sms) {
     for (int variant = 0; variant < 4; ++variant) {
       Case c;
       c.dtype = e.dtype;
@@ -304,9 +306,10 @@ TEST(Sm90Forward, TwoCtaKernelsMatchTheirOneCtaTwins) {
       c.causal = variant == 2;
       if (variant == 3) c.window_left = 150, c.window_right = 40;
       c.seed = data_seed() + 5153u * uint32_t(i * 4 + variant);
-      expect_same_bits_as_twin(e, *twin, c, /*with_reference=*/variant < 2);
+      expect_same_bits_as_twin(e, twin, c, /*with_reference=*/variant < 2);
     }
-  }
+  };
+  int const tested = check_against_twins([](const auto& e) { return e.ctas_per_sm > 1; }, one_cta_an_sm, check);
   EXPECT_GT(tested, 0) << "no two-CTA kernel compiled";
   // Dispatch: B8 H16 S128 head dim 64 (256 tiles of 64 rows) takes the
   // two-CTA kernel; the same bits as the one-CTA tile forced by the caller.
