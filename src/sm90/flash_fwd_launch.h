@@ -189,6 +189,9 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
     params.partial_rows = plan.split.partial_rows;
   }
 
+  // Dispatch's view of the two-CTA kernels (tuning_table.h) is this kernel's.
+  static_assert(Traits::kCtasPerSm == 1 || has_two_cta_kernel(Traits::kHeadDim, Traits::kBlockM, Traits::kBlockN),
+                "a two-CTA kernel dispatch never picks: list it in tuning_table.h has_two_cta_kernel");
   // Dispatch's view of the kernels without turns (tuning_table.h) is this kernel's.
   static_assert(!Traits::kNoTurns || has_no_turns_kernel(Traits::kHeadDim, Traits::kBlockM, Traits::kBlockN),
                 "a kernel without turns dispatch never picks: list it in tuning_table.h has_no_turns_kernel");
@@ -274,7 +277,8 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
     }
   }
   int const sms = device_sm_count(dev);
-  // CTAs resident at once: one an SM, or with clusters as many whole
+  // CTAs resident at once: one an SM (two for the kernels of kCtasPerSm = 2,
+  // as the occupancy API granted above), or with clusters as many whole
   // clusters as the GPCs hold (asked once per device).
   int slots = sms * ctas_per_sm[dev];
   if constexpr (Traits::kClusterM > 1) {
@@ -311,6 +315,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   if constexpr (Traits::kTailPlan) {
     if (params.tail.first_k != TailPlan::kNone) count_tail_plan_launch();
   }
+  if constexpr (Traits::kCtasPerSm > 1) count_two_cta_launch();
   return Status::Ok();
 }
 

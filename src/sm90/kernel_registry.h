@@ -29,8 +29,9 @@ struct KernelEntry {
 const KernelEntry* kernel_table(int* count);
 
 // The kernel compiled for exactly this configuration, or nullptr. Each tile
-// has one stage count (tools/gen_sm90_kernels.py asserts it), so the tile
-// names the kernel.
+// has one stage count a variant (tools/gen_sm90_kernels.py asserts it), so
+// the tile and its variant (serving, cluster_m, fold, no_turns, ctas_per_sm)
+// name the kernel.
 const KernelEntry* find_kernel(DType dtype, int head_dim, int block_m, int block_n, bool serving,
                                int cluster_m = 1, bool fold = false, bool no_turns = false, int ctas_per_sm = 1);
 
@@ -44,6 +45,10 @@ Status launch_plain(const KernelEntry& e, const AttentionArgs& args, const Probl
 // (count_tail_plan_launch, flash_fwd_launch.h).
 uint64_t tail_plan_launches();
 void count_tail_plan_launch();
+// Launches of the kernels that run two CTAs an SM (kernel_traits.h
+// kCtasPerSm_), counted the same way: how tests see that dispatch took one.
+uint64_t two_cta_launches();
+void count_two_cta_launch();
 
 // "block_m=128 block_n=128, ..." for error messages: the tile shapes
 // compiled for (dtype, head_dim), plain or serving.

@@ -188,7 +188,8 @@ struct KernelTraits {
   static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
   static constexpr uint32_t kBytesKV = kBlockN * kHeadDim * sizeof(Element);
 
-  // Shared-memory plan, decided by what fits in the 227 KiB of an SM:
+  // Shared-memory plan, decided by what fits in a CTA's share of the SM
+  // (kSmemPerCta: 227 KiB with one CTA an SM, 113 with two):
   //  - O is staged for its TMA store in a buffer of its own when it fits, so
   //    the next tile's Q can be loaded while this tile still computes.
   //  - Q is double-buffered when that fits too: tile i+1's Q is loaded while

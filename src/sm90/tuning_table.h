@@ -26,8 +26,9 @@
 
 namespace flashcore::sm90 {
 
-// Every tile is compiled with one K/V stage count (tools/gen_sm90_kernels.py),
-// so dispatch picks tiles, not stage counts.
+// Every tile is compiled with one K/V stage count a variant
+// (tools/gen_sm90_kernels.py), so dispatch picks tiles and variants (K/V
+// multicast, no turns, two CTAs an SM), never stage counts.
 struct TileChoice {
   int block_m, block_n;
   int cluster_m = 1;  // 2: K/V multicast over pairs of CTAs (kernel_traits.h kClusterM)
@@ -179,12 +180,14 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
   // chunks) may split their keys, which only 64-row tiles can also do in
   // one CTA (splitkv_plan.h fold_splits).
   bool const split_rows = w.serving && w.seqlen_q <= kSplitMaxRows;
-  // Two CTAs an SM (has_two_cta_kernel above): unmasked plain calls of up to
-  // two 64-row tiles an SM, or four of sequences up to 256 rows.
+  // Two CTAs an SM (has_two_cta_kernel above): unmasked plain calls of more
+  // 64-row tiles than SMs and up to two an SM, or four of sequences up to 256
+  // rows (with fewer tiles than SMs, tuned_two_ctas keeps one CTA an SM).
   int64_t const tiles64 = ceil_div(w.seqlen_q, 64) * w.sequences;
   int64_t const two_cta_tiles = (w.seqlen_q <= 256 ? 4 : 2) * int64_t(num_sms);
   bool const two_ctas = has_two_cta_kernel(head_dim, 64, block_n) && w.unmasked && !w.serving &&
-                        !w.gqa_packed_decode && tiles64 <= two_cta_tiles && two_ctas_allowed();
+                        !w.gqa_packed_decode && tiles64 > num_sms && tiles64 <= two_cta_tiles &&
+                        two_ctas_allowed();
   if (has_m64 && (w.gqa_packed_decode || split_rows || small || one_triangular_wave || two_ctas)) {
     return {64, block_n};
   }
@@ -333,6 +336,8 @@ inline CallShape call_shape(const Problem& p) {
 // (tile_scheduler.h): as soon as some CTA would get two tiles. With at most
 // one tile per CTA pairing would only leave SMs idle; with more, the two
 // tiles a CTA gets round-robin can add up to almost twice the longest.
-inline bool pair_tiles(int64_t tiles, int num_sms) { return tiles > num_sms; }
+// `slots`: the CTAs resident at once (one an SM, two for the kernels of
+// kernel_traits.h kCtasPerSm_).
+inline bool pair_tiles(int64_t tiles, int slots) { return tiles > slots; }
 
 }  // namespace flashcore::sm90

@@ -111,6 +111,7 @@ constexpr Measured kTuneRun[] = {
 };
 
 TEST(TuningTable, HeadDim64PicksTheMeasuredBestTileOnTheTunedGrids) {
+  if (!two_ctas_allowed()) GTEST_SKIP() << "FLASHCORE_TWO_CTAS=0 in the environment: the rows before 2026-11-29f";
   for (const Measured& m : kTuneRun) {
     EXPECT_EQ(block_m(64, work(m.s, m.b * m.h, m.causal)), m.best_block_m)
         << "B" << m.b << " H" << m.h << " S" << m.s << (m.causal ? " causal" : "");
@@ -129,13 +130,16 @@ TEST(TuningTable, TwoCtaSixtyFourRowTilesForUnmaskedHeadDim64) {
   EXPECT_NE(block_m(64, work(1024, 17)), 64);   // 272 (192 rows)
   EXPECT_EQ(block_m(64, work(512, 33)), 64);    // 264
   EXPECT_NE(block_m(64, work(512, 34)), 64);    // 272 (192 rows)
-  // Not for masks, serving calls or other head dims.
-  EXPECT_EQ(block_m(64, work(1024, 20, true)), 128);
-  EXPECT_EQ(block_m(64, work(1024, 20, false, false)), 128);
-  CallShape serving = work(1024, 20);
+  // Not with at most one 64-row tile an SM where 128-row tiles fill more
+  // than half of them (126 tiles of 64 rows, 84 of 128).
+  EXPECT_EQ(block_m(64, work(190, 42)), 128);
+  // Not for masks (a sliding window), serving calls or other head dims, on
+  // the 256 tiles of 64 rows that take it unmasked (B1 H16 S1024).
+  EXPECT_EQ(block_m(64, work(1024, 16, false, false)), 128);
+  CallShape serving = work(1024, 16);
   serving.serving = true;
   EXPECT_EQ(block_m(64, serving), 128);
-  EXPECT_EQ(block_m(128, work(1024, 20)), 128);
+  EXPECT_EQ(block_m(128, work(1024, 16)), 128);
   // The kernel: plain unmasked calls on 64-row tiles with more tiles than
   // SMs, whatever picked the tile (the table or the caller).
   flashcore::Problem p;
@@ -174,7 +178,7 @@ TEST(TuningTable, OneHundredNinetyTwoRowsOnlyWhereMeasured) {
   // No mask: waves of 192-row tiles against waves of 128-row ones. B1 H16:
   // S1024 is one wave either way (128 rows win), S2048 two against two.
   // (B1 H16 S1024 is 256 tiles of 64 rows: two CTAs an SM since 2026-11-29f.)
-  EXPECT_EQ(block_m(64, work(1024, 16)), 64);
+  EXPECT_EQ(block_m(64, work(1024, 16)), two_ctas_allowed() ? 64 : 128);
   EXPECT_EQ(block_m(64, work(2048, 16)), 128);  // 512 tiles of 64 rows
   // 384 rows: two tiles of 192 against three of 128, same waves count.
   EXPECT_EQ(block_m(64, work(384, 1000)), 192);

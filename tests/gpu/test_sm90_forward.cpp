@@ -322,7 +322,11 @@ TEST(Sm90Forward, TwoCtaKernelsMatchTheirOneCtaTwins) {
   c.seed = data_seed() + 77u;
   CaseTensors host(c);
   GpuRun run(host), one(host);
+  uint64_t const before = flashcore::sm90::two_cta_launches();
   ASSERT_TRUE(run.run().ok());
+  if (flashcore::sm90::two_ctas_allowed()) {
+    EXPECT_EQ(flashcore::sm90::two_cta_launches(), before + 1) << "dispatch did not take the two-CTA kernel";
+  }
   const flashcore::sm90::KernelEntry* m64 = flashcore::sm90::find_kernel(c.dtype, 64, 64, 128, false);
   ASSERT_NE(m64, nullptr);
   ASSERT_TRUE(one.run_kernel(*m64).ok());

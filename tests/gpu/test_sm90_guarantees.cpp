@@ -13,6 +13,8 @@
 
 #include "flashcore/attention.h"
 #include "gpu_case.h"
+#include "sm90/kernel_registry.h"
+#include "sm90/tuning_table.h"
 
 namespace fctest {
 namespace {
@@ -317,7 +319,11 @@ TEST(Sm90Guarantees, SanitizerManyTilesPerCta) {
     c.heads_q = c.heads_kv = sms / 2 + 7;  // at least 2 * (sms / 2 + 7) tiles: 14 more than SMs
     c.seed = data_seed() + 977 * uint32_t(i);
     ++i;
+    uint64_t const two_cta_before = flashcore::sm90::two_cta_launches();
     expect_matches_reference(c);
+    if (plan.head_dim == 64 && flashcore::sm90::two_ctas_allowed()) {
+      EXPECT_GT(flashcore::sm90::two_cta_launches(), two_cta_before) << "not on the two-CTA kernel";
+    }
   }
 }
 
