@@ -66,9 +66,10 @@ NO_TURNS_TILES = (
 )
 CLUSTER_NO_TURNS_TILES = NO_TURNS_TILES
 # One-warpgroup plain tiles also compiled to run two CTAs an SM
-# (kernel_traits.h kCtasPerSm_; two K/V stages, which is what fits half an
-# SM's shared memory): dispatch takes them for unmasked calls of 1-4 tiles an
-# SM (tuning_table.h tuned_two_ctas, which lists the same tiles).
+# (kernel_traits.h kCtasPerSm_; two K/V stages, which fit half an SM's shared
+# memory with two Q buffers and O apart): dispatch takes them for unmasked
+# calls of more tiles than SMs and at most two an SM, four for sequences of
+# up to 256 rows (tuning_table.h has_two_cta_kernel lists the same tiles).
 TWO_CTA_TILES = (
     (64, 64, 128, 2),
 )
