@@ -129,6 +129,12 @@ inline bool two_ctas_allowed() {
   static const bool allowed = env_switch_on("FLASHCORE_TWO_CTAS");
   return allowed;
 }
+// The rule both tuned_tile and tuned_two_ctas apply: a plain call without a
+// mask (no per-sequence lengths, no packed GQA decode) on a tile that has a
+// two-CTA kernel, with more tiles than SMs.
+inline bool two_ctas_fit(int head_dim, int block_m, int block_n, bool plain_unmasked, int64_t tiles, int num_sms) {
+  return has_two_cta_kernel(head_dim, block_m, block_n) && plain_unmasked && tiles > num_sms && two_ctas_allowed();
+}
 
 // The tile choice, from the H100 tune run bench/results/2026-11-23b-h100/
 // (flashcore-tune --suite all: every compiled tile on the FA3 and seed grids):
@@ -185,9 +191,9 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
   // rows (with fewer tiles than SMs, tuned_two_ctas keeps one CTA an SM).
   int64_t const tiles64 = ceil_div(w.seqlen_q, 64) * w.sequences;
   int64_t const two_cta_tiles = (w.seqlen_q <= 256 ? 4 : 2) * int64_t(num_sms);
-  bool const two_ctas = has_two_cta_kernel(head_dim, 64, block_n) && w.unmasked && !w.serving &&
-                        !w.gqa_packed_decode && tiles64 > num_sms && tiles64 <= two_cta_tiles &&
-                        two_ctas_allowed();
+  bool const two_ctas =
+      two_ctas_fit(head_dim, 64, block_n, w.unmasked && !w.serving && !w.gqa_packed_decode, tiles64, num_sms) &&
+      tiles64 <= two_cta_tiles;
   if (has_m64 && (w.gqa_packed_decode || split_rows || small || one_triangular_wave || two_ctas)) {
     return {64, block_n};
   }
@@ -311,11 +317,9 @@ inline bool tuned_no_turns(const Problem& p, int block_m, int block_n) {
 // one CTA an SM and its four K/V stages. Same bits either way (GPU test
 // TwoCtaKernelsMatchTheirOneCtaTwins), so the choice may follow the batch.
 inline bool tuned_two_ctas(const Problem& p, int block_m, int block_n, int num_sms) {
-  if (!has_two_cta_kernel(int(p.head_dim), block_m, block_n) || p.has_per_seq_lengths() || packs_gqa(p) ||
-      p.has_mask()) {
-    return false;
-  }
-  return ceil_div(p.seqlen_q, block_m) * p.heads_q * p.batch > num_sms && two_ctas_allowed();
+  bool const plain_unmasked = !p.has_per_seq_lengths() && !packs_gqa(p) && !p.has_mask();
+  return two_ctas_fit(int(p.head_dim), block_m, block_n, plain_unmasked,
+                      ceil_div(p.seqlen_q, block_m) * p.heads_q * p.batch, num_sms);
 }
 
 inline CallShape call_shape(const Problem& p) {
