@@ -79,6 +79,21 @@ struct MainloopMma {
   // bench/results/2026-11-26g-h100/ab2-d256-rit-medians.txt).
   static constexpr bool kRescaleInTurn = kNumWG != 2;
 
+  // The key loop waits for block j-1's V only once block j's Q·Kᵀ is
+  // issued (it needs only K), so a late V no longer holds that product
+  // back; with kIssueAhead the next tile's Q and first K are likewise
+  // waited for only once this tile's last P·V is issued. Same-run A/B on
+  // the H200, three rounds, output bits identical
+  // (bench/results/2026-11-29g-h200/call5/late-waits-*, `kv` against
+  // `base`): head dim 64's 128-row issue-ahead kernel 1.6% faster at the
+  // FA3 grid's causal 512 cell (every round), 4.3% at unmasked 512 (the
+  // `m128` override), 1.1% causal 2k (`m128`), 1.2% fp16 B32 H16 S128
+  // causal; the two-CTA 64-row kernel 0.5-0.9% at B8 H16 S128. The 192-row
+  // kernels were level to 0.8% slower with the late V wait (unmasked 512
+  // +0.6-0.8%), so they keep the early one, as do the kernels not timed
+  // with it (head dims 128 and 256, serving).
+  static constexpr bool kLateVWait = Traits::kIssueAhead || Traits::kCtasPerSm > 1;
+
   // A warpgroup whose rows all end in the first half of the tile's first
   // visited key block (Traits::kHalfFirstQK): on a causal mask with
   // 128-row tiles and 128-key blocks, the warpgroup of a tile's first 64
@@ -362,9 +377,10 @@ struct MainloopMma {
       PipelineState next_state = read_state;
       ++next_state;
       pipeline_k.consumer_wait(next_state);
-      pipeline_v.consumer_wait(read_state);
+      if constexpr (!kLateVWait) pipeline_v.consumer_wait(read_state);
       turn_begin();
       wgmma_tile<true, -1>(tiled_mma_qk, loop_q(tSrQ), tSrK(_, _, _, next_state.index()), tSrS);
+      if constexpr (kLateVWait) pipeline_v.consumer_wait(read_state);
       if constexpr (kRescaleInTurn) rescale_o();  // for the previous block's maxima, before its P·V
       wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
       turn_end();
@@ -395,15 +411,18 @@ struct MainloopMma {
       // This tile's last P·V and the next tile's first Q·Kᵀ, in one turn.
       PipelineState next_state = read_state;
       ++next_state;
-      if (ahead.has_next) {
-        Traits::wait_q(storage, ahead.q_iter);
-        pipeline_k.consumer_wait(next_state);
-      }
       Element* const q_next = ahead.has_next ? Traits::q_buffer(storage, ahead.q_iter) : q_smem;
       Tensor tSrQn = thr_qk.partition_fragment_A(make_tensor(make_smem_ptr(q_next), typename Traits::SmemLayoutQ{}));
       turn_begin();
       if constexpr (kRescaleInTurn) rescale_o();
       wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
+      // The next tile's Q and first K, waited for once this tile's last
+      // P·V is issued (kLateVWait, above): a late K (a new head's first
+      // block, from DRAM) no longer holds that product back.
+      if (ahead.has_next) {
+        Traits::wait_q(storage, ahead.q_iter);
+        pipeline_k.consumer_wait(next_state);
+      }
       wgmma_tile<true, -1>(tiled_mma_qk, tSrQn, tSrK(_, _, _, next_state.index()), tSrS);
       turn_end();
       warpgroup_wait<1>();  // the P·V; the next Q·Kᵀ runs on under the epilogue
