@@ -91,8 +91,14 @@ struct MainloopMma {
   // causal; the two-CTA 64-row kernel 0.5-0.9% at B8 H16 S128. The 192-row
   // kernels were level to 0.8% slower with the late V wait (unmasked 512
   // +0.6-0.8%), so they keep the early one, as do the kernels not timed
-  // with it (head dims 128 and 256, serving).
-  static constexpr bool kLateVWait = Traits::kIssueAhead || Traits::kCtasPerSm > 1;
+  // with it (head dims 128 and 256, serving). FLASHCORE_LATE_WAITS=0
+  // builds without them (the A/B baseline), =2 with them in every kernel
+  // (to time the others); the same bits either way.
+#ifndef FLASHCORE_LATE_WAITS
+#define FLASHCORE_LATE_WAITS 1
+#endif
+  static constexpr bool kLateWaits =
+      FLASHCORE_LATE_WAITS == 2 || (FLASHCORE_LATE_WAITS == 1 && (Traits::kIssueAhead || Traits::kCtasPerSm > 1));
 
   // A warpgroup whose rows all end in the first half of the tile's first
   // visited key block (Traits::kHalfFirstQK): on a causal mask with
@@ -377,10 +383,10 @@ struct MainloopMma {
       PipelineState next_state = read_state;
       ++next_state;
       pipeline_k.consumer_wait(next_state);
-      if constexpr (!kLateVWait) pipeline_v.consumer_wait(read_state);
+      if constexpr (!kLateWaits) pipeline_v.consumer_wait(read_state);
       turn_begin();
       wgmma_tile<true, -1>(tiled_mma_qk, loop_q(tSrQ), tSrK(_, _, _, next_state.index()), tSrS);
-      if constexpr (kLateVWait) pipeline_v.consumer_wait(read_state);
+      if constexpr (kLateWaits) pipeline_v.consumer_wait(read_state);
       if constexpr (kRescaleInTurn) rescale_o();  // for the previous block's maxima, before its P·V
       wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
       turn_end();
@@ -411,18 +417,22 @@ struct MainloopMma {
       // This tile's last P·V and the next tile's first Q·Kᵀ, in one turn.
       PipelineState next_state = read_state;
       ++next_state;
+      // The next tile's Q and first K; with kLateWaits (above) waited for
+      // once this tile's last P·V is issued, so that a late K (a new head's
+      // first block, from DRAM) does not hold that product back.
+      auto wait_next = [&] {
+        if (ahead.has_next) {
+          Traits::wait_q(storage, ahead.q_iter);
+          pipeline_k.consumer_wait(next_state);
+        }
+      };
+      if constexpr (!kLateWaits) wait_next();
       Element* const q_next = ahead.has_next ? Traits::q_buffer(storage, ahead.q_iter) : q_smem;
       Tensor tSrQn = thr_qk.partition_fragment_A(make_tensor(make_smem_ptr(q_next), typename Traits::SmemLayoutQ{}));
       turn_begin();
       if constexpr (kRescaleInTurn) rescale_o();
       wgmma_tile<false, -1>(tiled_mma_pv, tOrP, tOrV(_, _, _, read_state.index()), tOrO);
-      // The next tile's Q and first K, waited for once this tile's last
-      // P·V is issued (kLateVWait, above): a late K (a new head's first
-      // block, from DRAM) no longer holds that product back.
-      if (ahead.has_next) {
-        Traits::wait_q(storage, ahead.q_iter);
-        pipeline_k.consumer_wait(next_state);
-      }
+      if constexpr (kLateWaits) wait_next();
       wgmma_tile<true, -1>(tiled_mma_qk, tSrQn, tSrK(_, _, _, next_state.index()), tSrS);
       turn_end();
       warpgroup_wait<1>();  // the P·V; the next Q·Kᵀ runs on under the epilogue
