@@ -110,6 +110,16 @@ TEST(Sm90Forward, RandomSweepMatchesFloat64Reference) {
               prepared.size(), worst[int(DType::kFloat16)], worst[int(DType::kBFloat16)], worst_lse);
 }
 
+// A case for compiled kernel `e` (its dtype and head dim), shape variant
+// `variant` of a test's loop: variant 1 in BSHD, the others in BHSD.
+Case kernel_case(const flashcore::sm90::KernelEntry& e, int variant) {
+  Case c;
+  c.dtype = e.dtype;
+  c.head_dim = e.head_dim;
+  c.layout = variant == 1 ? Layout::kBSHD : Layout::kBHSD;
+  return c;
+}
+
 // Every compiled tile configuration, not only the tuned defaults, on shapes
 // with tails, masks and GQA.
 TEST(Sm90Forward, EveryCompiledTileMatchesReference) {
@@ -123,10 +133,7 @@ TEST(Sm90Forward, EveryCompiledTileMatchesReference) {
     // unmasked calls only): ClusterKernelsMatchOneCtaKernels.
     if (e.serving || e.cluster_m > 1) continue;
     for (int variant = 0; variant < 3; ++variant) {
-      Case c;
-      c.dtype = e.dtype;
-      c.head_dim = e.head_dim;
-      c.layout = variant == 1 ? Layout::kBSHD : Layout::kBHSD;
+      Case c = kernel_case(e, variant);
       c.heads_kv = 2;
       c.heads_q = variant == 2 ? 6 : 2;
       c.seqlen_q = variant == 0 ? 333 : 129;
@@ -206,10 +213,7 @@ TEST(Sm90Forward, ClusterKernelsMatchOneCtaKernels) {
     bool const straddle = flashcore::sm90::cluster_pairs_may_straddle(e.head_dim);
     int64_t const blocks = straddle ? 3 : 4;  // query blocks a head: odd where pairs may straddle two heads
     for (int variant = 0; variant < 4; ++variant) {
-      Case c;
-      c.dtype = e.dtype;
-      c.head_dim = e.head_dim;
-      c.layout = variant == 1 ? Layout::kBSHD : Layout::kBHSD;
+      Case c = kernel_case(e, variant);
       c.batch = variant == 1 ? 1 : 2;
       c.heads_q = variant == 1 ? 4 : variant == 2 ? sms / 4 + 5 : 3;  // variant 2: more tile pairs than clusters
       c.heads_kv = variant == 1 ? 2 : c.heads_q;
@@ -229,9 +233,7 @@ TEST(Sm90Forward, ClusterKernelsMatchOneCtaKernels) {
     }
     // Tiles that do not pair up: an odd number in all (three), or where pairs
     // may not straddle, an odd number a head (three, in two heads).
-    Case c;
-    c.dtype = e.dtype;
-    c.head_dim = e.head_dim;
+    Case c = kernel_case(e, /*variant=*/0);  // BHSD
     c.heads_q = c.heads_kv = straddle ? 1 : 2;
     c.seqlen_q = 3 * e.block_m;
     c.seqlen_k = 200;
@@ -257,10 +259,7 @@ TEST(Sm90Forward, NoTurnsKernelsMatchTheirTwinsWithTurns) {
   auto check = [](int i, const flashcore::sm90::KernelEntry& e, const flashcore::sm90::KernelEntry& twin, int sms) {
     ASSERT_FALSE(twin.no_turns);
     for (int variant = 0; variant < 4; ++variant) {
-      Case c;
-      c.dtype = e.dtype;
-      c.head_dim = e.head_dim;
-      c.layout = variant == 1 ? Layout::kBSHD : Layout::kBHSD;
+      Case c = kernel_case(e, variant);
       c.batch = 2;
       c.heads_kv = 2;
       c.heads_q = variant == 2 ? 2 * (sms / 8 + 3) : 6;  // variant 2: more tiles than SMs
@@ -294,10 +293,7 @@ TEST(Sm90Forward, TwoCtaKernelsMatchTheirOneCtaTwins) {
   };
   auto check = [](int i, const flashcore::sm90::KernelEntry& e, const flashcore::sm90::KernelEntry& twin, int sms) {
     for (int variant = 0; variant < 4; ++variant) {
-      Case c;
-      c.dtype = e.dtype;
-      c.head_dim = e.head_dim;
-      c.layout = variant == 1 ? Layout::kBSHD : Layout::kBHSD;
+      Case c = kernel_case(e, variant);
       c.batch = 2;
       c.heads_kv = variant == 0 ? 2 : 3;
       c.heads_q = c.heads_kv * (sms / 8 + 2);  // 6 query blocks a head: more than 2 x sms tiles
