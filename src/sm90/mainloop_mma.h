@@ -90,21 +90,24 @@ struct MainloopMma {
   // `m128` override), 1.1% causal 2k (`m128`), 1.2% fp16 B32 H16 S128
   // causal; the two-CTA 64-row kernel 0.5-0.9% at B8 H16 S128. The 192-row
   // kernels were level to 0.8% slower with the late V wait (unmasked 512
-  // +0.6-0.8%), so they keep the early one. Head dims 128 and 256 (their
-  // plain 128-row kernels, with and without turns and multicast), timed
-  // with FLASHCORE_LATE_WAITS=2 (bench/results/2026-11-29h-h200/call1/ab1):
-  // unmasked 512 1.2% faster at head dim 128 and 1.0% at 256, every round;
-  // causal 512, unmasked 1k and 16k level (within 0.3%). The serving
-  // kernels, the 96-dim tile and the one-CTA 64-row tiles keep the early waits (not
-  // timed). FLASHCORE_LATE_WAITS=0 builds without them (the A/B baseline),
-  // =2 with them in every kernel; the same bits either way.
+  // +0.6-0.8%), so they keep the early one: every kernel but those (three
+  // warpgroups) has the late waits. Timed for the others with
+  // FLASHCORE_LATE_WAITS=2 (bench/results/2026-11-29h-h200/): head dims
+  // 128 and 256's plain 128-row kernels (call1/ab1) unmasked 512 1.2% and
+  // 1.0% faster, every round, causal 512, unmasked 1k and 16k within 0.3%;
+  // the one-CTA 64-row tile (call4) fp16 B1 H16 S512 1.5% faster unmasked
+  // and causal, causal 1k 2.7%; the serving kernels (call4, bf16 decode, 32
+  // query on 8 KV heads, head dim 128) batch 1 with 4k keys 0.8-1.0%,
+  // batch 16 and 64 level (paged batch 16 +0.2%). The 96-dim tile was not
+  // timed (the same loop as head dim 128's). FLASHCORE_LATE_WAITS=0 builds
+  // without them (the A/B baseline), =2 with them in every kernel; the same
+  // bits either way.
 #ifndef FLASHCORE_LATE_WAITS
 #define FLASHCORE_LATE_WAITS 1
 #endif
   static constexpr bool kLateWaits =
       FLASHCORE_LATE_WAITS == 2 ||
-      (FLASHCORE_LATE_WAITS == 1 && (Traits::kIssueAhead || Traits::kCtasPerSm > 1 ||
-                                     (!Traits::kServing && Traits::kHeadDim >= 128 && kBlockM == 128)));
+      (FLASHCORE_LATE_WAITS == 1 && kNumWG != 3);
 
   // A warpgroup whose rows all end in the first half of the tile's first
   // visited key block (Traits::kHalfFirstQK): on a causal mask with
