@@ -132,8 +132,8 @@ inline bool two_ctas_allowed() {
 // The rule both tuned_tile and tuned_two_ctas apply: a plain call without a
 // mask (no per-sequence lengths, no packed GQA decode) on a tile that has a
 // two-CTA kernel, with more tiles than SMs.
-inline bool two_ctas_fit(int head_dim, int block_m, int block_n, bool plain_unmasked, int64_t tiles, int num_sms) {
-  return has_two_cta_kernel(head_dim, block_m, block_n) && plain_unmasked && tiles > num_sms && two_ctas_allowed();
+inline bool two_ctas_fit(int head_dim, int block_m, int block_n, bool unmasked_plain_call, int64_t tiles, int num_sms) {
+  return has_two_cta_kernel(head_dim, block_m, block_n) && unmasked_plain_call && tiles > num_sms && two_ctas_allowed();
 }
 
 // The tile choice, from the H100 tune run bench/results/2026-11-23b-h100/
@@ -207,6 +207,13 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
   return {128, block_n};
 }
 
+// A plain call (no per-sequence lengths, no packed GQA decode) without a
+// mask: every tile of it walks all keys. The calls the K/V-multicast and the
+// two-CTA kernels take.
+inline bool plain_unmasked(const Problem& p) {
+  return !p.has_per_seq_lengths() && !packs_gqa(p) && !p.has_mask();
+}
+
 // Whether a K/V-multicast kernel (kernel_traits.h kClusterM) can take the
 // call: a cluster's CTAs run tiles 2i and 2i+1 in step, over as many key
 // blocks each, so the call is plain (no per-sequence lengths, no packed GQA
@@ -215,7 +222,7 @@ inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, 
 // heads loads apart (mainloop_load.h), which only kernels with
 // kPairsMayStraddle do: the others need an even number of query blocks a head.
 inline bool cluster_eligible(const Problem& p, int block_m, int cluster_m, bool pairs_may_straddle) {
-  if (p.has_per_seq_lengths() || packs_gqa(p) || p.has_mask()) return false;
+  if (!plain_unmasked(p)) return false;
   int64_t const blocks = ceil_div(p.seqlen_q, block_m);
   return pairs_may_straddle ? blocks * p.heads_q * p.batch % cluster_m == 0 : blocks % cluster_m == 0;
 }
@@ -317,8 +324,7 @@ inline bool tuned_no_turns(const Problem& p, int block_m, int block_n) {
 // one CTA an SM and its four K/V stages. Same bits either way (GPU test
 // TwoCtaKernelsMatchTheirOneCtaTwins), so the choice may follow the batch.
 inline bool tuned_two_ctas(const Problem& p, int block_m, int block_n, int num_sms) {
-  bool const plain_unmasked = !p.has_per_seq_lengths() && !packs_gqa(p) && !p.has_mask();
-  return two_ctas_fit(int(p.head_dim), block_m, block_n, plain_unmasked,
+  return two_ctas_fit(int(p.head_dim), block_m, block_n, plain_unmasked(p),
                       ceil_div(p.seqlen_q, block_m) * p.heads_q * p.batch, num_sms);
 }
 
