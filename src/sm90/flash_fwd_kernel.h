@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, Traits::kCtasPerSm)
       }
       ++q_iter;
       bool const has_blocks = Traits::kIssueAhead || w.n_begin < w.n_end;
-      Fold fold(storage.smem_fold.data(), mma_thread, w.fold_blocks, w.n_end - 1);
+      Fold fold(storage.smem_fold.data(), mma_thread, w.fold_blocks, w.n_end - 1, si.seqlen_q);
       if (has_blocks) {
         Mma::run(mask, storage, pipeline_k, pipeline_v, read_state, q_smem, mma_thread, w.m_block, w.n_begin,
                  w.n_end, tOrO, tSrS, softmax, storage.barrier_q_free[qb], fold, ahead);

@@ -246,13 +246,13 @@ struct MainloopLoad {
           if constexpr (kRole != kV) {
             pipeline_k.producer_acquire(write_state);
             // One armed copy a block serves both slices when the pair straddles two heads.
-            auto const load_k = params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask, l2_hint_kv());
+            auto const load_k = params.tma_k.with(*pipeline_k.producer_get_barrier(write_state), mask, l2_hint_kv<Traits::kFoldSplits>());
             copy(load_k, tKgK(_, _, _, n), tKsK(_, _, _, stage));
             if (Traits::kPairsMayStraddle && !shared_kv) copy(load_k, tKgK_other(_, _, _, n), tKsK_other(_, _, _, stage));
           }
           if constexpr (kRole != kQK) {
             pipeline_v.producer_acquire(write_state);
-            auto const load_v = params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask, l2_hint_kv());
+            auto const load_v = params.tma_v.with(*pipeline_v.producer_get_barrier(write_state), mask, l2_hint_kv<Traits::kFoldSplits>());
             copy(load_v, tVgV(_, _, _, n), tVsV(_, _, _, stage));
             if (Traits::kPairsMayStraddle && !shared_kv) copy(load_v, tVgV_other(_, _, _, n), tVsV_other(_, _, _, stage));
           }

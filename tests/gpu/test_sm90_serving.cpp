@@ -353,14 +353,17 @@ TEST(Sm90Serving, BatchInvariantVarlenAndPagedDecode) {
 // in one CTA (a batch whose sequences alone fill it: splitkv_plan.h
 // fold_splits, chunk_fold.h). Both must give the same bits: each sequence of
 // a 17-sequence batch against the same sequence alone, contiguous and paged
-// caches, decode (GQA-packed and not, a sliding window) and 3-row chunks;
-// and plain calls of the same sequences, with and without a workspace.
+// caches, decode (GQA-packed and not, a sliding window) and 3- or 20-row
+// chunks; and plain calls of the same sequences, with and without a
+// workspace. A tile's rows: 1-4 (decode; GQA-packed: the group), 3 and 20,
+// so the fold merges one, two and three of the accumulator's warp row
+// halves (chunk_fold.h ChunkFold::live: rows 0-7, 8-15 and 16-23).
 TEST(Sm90Serving, SplitKvInOneCtaMatchesAcrossCtasBitwise) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed() + 5);
   for (Shape s : {Shape{DType::kBFloat16, 32, 8, 128, true}, Shape{DType::kFloat16, 16, 16, 64, false},
                   Shape{DType::kBFloat16, 8, 2, 128, true, 700}}) {
-    for (int64_t sq : {int64_t(1), int64_t(3)}) {
+    for (int64_t sq : {int64_t(1), int64_t(s.hq == 32 ? 20 : 3)}) {
       // 17 x 8 (KV or query) heads: at least 2 x 132 tiles folded; alone, 8-32.
       std::vector<Seq> seqs;
       for (int64_t sk : {int64_t(5000), int64_t(4096), int64_t(256), int64_t(257), int64_t(3)}) {

@@ -3,7 +3,8 @@ PYTHONPATH) and SDPA's cuDNN backend on the same inputs, shape by shape, and
 prints one line: `variant tag:flashcore_us/cudnn_us=ratio ...`.
 
 Small shapes: CUDA graph of 20 calls over 4 input sets (L2-resident), median
-of 60 replays; decode rows (kv*: the KV-cache entry, d*: the plain entry):
+of 60 replays; decode rows (kv*: the KV-cache entry, kv1*: the same with num_splits=1,
+d*: the plain entry):
 graphs over enough input sets to miss L2; large ones: events around each call, median of $TRIALS (200,
 the benchmark's count: with 25 the card ran ~100 MHz faster and a 1-4%
 difference between two head-dim-256 kernels changed sign, docs/kernels.md). Each
@@ -92,6 +93,11 @@ BASE = [
     ("kvB1S32768", "bf16", 1, 32, 32768, 128, "kv", ()),
     ("kvB16S4096", "bf16", 16, 32, 4096, 128, "kv", ()),
     ("kvB64S4096", "bf16", 64, 32, 4096, 128, "kv", ()),
+    # the cache entry with num_splits=1: one tile walks a whole sequence,
+    # no chunks and no merges (what the fold costs, against kv* above)
+    ("kv1B16S4096", "bf16", 16, 32, 4096, 128, "kv1", ()),
+    ("kv1B64S4096", "bf16", 64, 32, 4096, 128, "kv1", ()),
+    ("kv1B16S32768", "bf16", 16, 32, 32768, 128, "kv1", ()),
     ("dB1S4096", "bf16", 1, 32, 4096, 128, "plain", ()),
     ("dB1S32768", "bf16", 1, 32, 32768, 128, "plain", ()),
     ("dB16S4096", "bf16", 16, 32, 4096, 128, "plain", ()),
@@ -186,7 +192,7 @@ def main():
     for tag, dt, B, H, S, D, causal, bm, bn in SHAPES:
         if only and tag not in only:
             continue
-        decode = causal in ("kv", "plain", "paged", "paged16")
+        decode = causal in ("kv", "kv1", "plain", "paged", "paged16")
         if decode:  # one query a sequence, S keys, timed in graphs over enough sets to miss L2 (50 MB)
             hk = DECODE_KV_HEADS
             small, sets = True, min(8, -(-96 * 2**20 // (2 * B * hk * S * D * 2)))
@@ -208,9 +214,10 @@ def main():
             o = torch.empty(B, H, S, D, device="cuda", dtype=dtypes[dt])
 
         def fc(i):
-            if causal == "kv":
+            if causal in ("kv", "kv1"):
                 return flashcore.attention_with_kvcache(cache[3 * i], cache[3 * i + 1], cache[3 * i + 2], lens,
-                                                        out=o_bshd).transpose(1, 2)
+                                                        out=o_bshd, num_splits=1 if causal == "kv1" else None
+                                                        ).transpose(1, 2)
             if causal in ("paged", "paged16"):
                 return flashcore.attention_with_kvcache(t[3 * i], pools[3 * i + 1], pools[3 * i + 2], lens,
                                                         block_table=btab, layout="bhsd", check=False, out=o)
