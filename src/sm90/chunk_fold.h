@@ -35,24 +35,24 @@ struct ChunkFold {
   static constexpr bool kEnabled = kEnabled_;
   static_assert(kValues % (4 * kRows) == 0, "each row's values go in groups of four");
   static constexpr int kGroups = kValues / (4 * kRows);  // float4 groups a row
-  // This thread's merged O values: group g of row r at merged[(r * kGroups +
-  // g) * kThreads], 16 bytes, so that a warp's accesses are 512 contiguous
-  // bytes (one LDS.128/STS.128 for four values, no bank conflict).
+  // This thread's merged O values: group g of row r (slot(r, g)) at
+  // merged[(r * kGroups + g) * kThreads], 16 bytes, so that a warp's
+  // accesses are 512 contiguous bytes (one LDS.128/STS.128 for four
+  // values, no bank conflict).
   float4* merged;
   MergeRow rows[kRows];
   int blocks;    // key blocks a chunk; 0: the tile does not fold
   int boundary;  // lowest key block of the chunk being walked
-  // Which of this thread's rows hold rows of the sequence: row r of the
-  // thread lies at tile row warp * 16 + lane / 4 + 8 * r (a 64-row WGMMA
-  // accumulator), so r holds only padding in the whole warp when warp * 16 +
-  // 8 * r >= the sequence's rows. A split sequence has at most 64 rows, and
-  // GQA-packed decode has only its group (often 4 or 8): those warp rows
-  // are neither merged nor read back (they are never stored: epilogue.h),
-  // which takes half or all of a warp's merge off the key loop. A branch on
-  // the call's shape, never on data.
-  // seq_rows - warp * 16: row r is live while 8 * r < live_from. Computed
-  // only where the fold is: in the other kernels the dead value still moved
-  // registers in the prologue (their SASS is b22d0a5's only without it).
+  // Which of this thread's rows hold rows of the sequence (live(r)): row r
+  // of the thread lies at tile row warp * 16 + lane / 4 + 8 * r (a 64-row
+  // WGMMA accumulator), so r holds only padding in the whole warp when
+  // warp * 16 + 8 * r >= the sequence's rows. A split sequence has at most
+  // 64 rows, and GQA-packed decode has only its group (often 4 or 8): those
+  // warp rows are neither merged nor read back (they are never stored:
+  // epilogue.h), which takes half or all of a warp's merge off the key
+  // loop. A branch on the call's shape, never on data.
+  // live_from = seq_rows - warp * 16, computed only where the fold is: in
+  // the other kernels the dead value still moved registers in the prologue.
   int live_from;
 
   // blocks = 0: a tile that does not fold (every call path below is then a
@@ -68,12 +68,14 @@ struct ChunkFold {
       for (int r = 0; r < kRows; ++r) {
         if (!live(r)) continue;
         CUTLASS_PRAGMA_UNROLL
-        for (int g = 0; g < kGroups; ++g) merged[(r * kGroups + g) * kThreads] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int g = 0; g < kGroups; ++g) slot(r, g) = make_float4(0.f, 0.f, 0.f, 0.f);
       }
     }
   }
 
   CUTE_DEVICE bool live(int r) const { return 8 * r < live_from; }
+  // This thread's merged values 4g..4g+3 of row r.
+  CUTE_DEVICE float4& slot(int r, int g) const { return merged[(r * kGroups + g) * kThreads]; }
 
   // Whether block n is the first block (in the walk: the last) of a chunk
   // after another: the previous block, n + 1, ended a chunk.
@@ -97,16 +99,15 @@ struct ChunkFold {
       MergeStep const st = merge_step(rows[r], lse[r]);
       CUTLASS_PRAGMA_UNROLL
       for (int g = 0; g < kGroups; ++g) {
-        float4* m = merged + (r * kGroups + g) * kThreads;
-        float4 acc = *m;
-        // The value the split tile's epilogue writes: O·(1/l).
-        acc.x = merge_value(acc.x, normalize_o</*kPinned=*/true>(o_rc(r, 4 * g + 0), inv[r]), st);
-        acc.y = merge_value(acc.y, normalize_o</*kPinned=*/true>(o_rc(r, 4 * g + 1), inv[r]), st);
-        acc.z = merge_value(acc.z, normalize_o</*kPinned=*/true>(o_rc(r, 4 * g + 2), inv[r]), st);
-        acc.w = merge_value(acc.w, normalize_o</*kPinned=*/true>(o_rc(r, 4 * g + 3), inv[r]), st);
-        *m = acc;
+        float4 const old = slot(r, g);
+        float acc[4] = {old.x, old.y, old.z, old.w};
         CUTLASS_PRAGMA_UNROLL
-        for (int k = 0; k < 4; ++k) o_rc(r, 4 * g + k) = 0.f;
+        for (int k = 0; k < 4; ++k) {
+          // The value the split tile's epilogue writes: O·(1/l).
+          acc[k] = merge_value(acc[k], normalize_o</*kPinned=*/true>(o_rc(r, 4 * g + k), inv[r]), st);
+          o_rc(r, 4 * g + k) = 0.f;
+        }
+        slot(r, g) = make_float4(acc[0], acc[1], acc[2], acc[3]);
       }
     }
     boundary -= blocks;
@@ -124,11 +125,10 @@ struct ChunkFold {
       merge_finish(rows[r], inv[r], lse[r]);
       CUTLASS_PRAGMA_UNROLL
       for (int g = 0; g < kGroups; ++g) {
-        float4 const acc = live(r) ? merged[(r * kGroups + g) * kThreads] : make_float4(0.f, 0.f, 0.f, 0.f);
-        o_rc(r, 4 * g + 0) = acc.x;
-        o_rc(r, 4 * g + 1) = acc.y;
-        o_rc(r, 4 * g + 2) = acc.z;
-        o_rc(r, 4 * g + 3) = acc.w;
+        float4 const v = live(r) ? slot(r, g) : make_float4(0.f, 0.f, 0.f, 0.f);
+        float const acc[4] = {v.x, v.y, v.z, v.w};
+        CUTLASS_PRAGMA_UNROLL
+        for (int k = 0; k < 4; ++k) o_rc(r, 4 * g + k) = acc[k];
       }
     }
   }
