@@ -98,6 +98,11 @@ BASE = [
     ("kv1B16S4096", "bf16", 16, 32, 4096, 128, "kv1", ()),
     ("kv1B64S4096", "bf16", 64, 32, 4096, 128, "kv1", ()),
     ("kv1B16S32768", "bf16", 16, 32, 32768, 128, "kv1", ()),
+    # the cache entry over a contiguous BHSD cache (the benchmark's kv row
+    # and the paged pool's layout)
+    ("kvhB16S4096", "bf16", 16, 32, 4096, 128, "kvh", ()),
+    ("kvh1B16S4096", "bf16", 16, 32, 4096, 128, "kvh1", ()),
+    ("kvhB64S4096", "bf16", 64, 32, 4096, 128, "kvh", ()),
     ("dB1S4096", "bf16", 1, 32, 4096, 128, "plain", ()),
     ("dB1S32768", "bf16", 1, 32, 32768, 128, "plain", ()),
     ("dB16S4096", "bf16", 16, 32, 4096, 128, "plain", ()),
@@ -109,7 +114,13 @@ BASE = [
     ("pgB64S4096", "bf16", 64, 32, 4096, 128, "paged", ()),
     # pages of 16 keys (read in 16-key chunks; kernel_traits.h PageChunk)
     ("pg16B16S4096", "bf16", 16, 32, 4096, 128, "paged16", ()),
+    # diagnostics of the paged cost: the pages in order (pool page j holds
+    # logical page j: DRAM placement as a contiguous cache's, per page) and
+    # pages of 128 keys (one page a key block: half the lookups)
+    ("pgidB16S4096", "bf16", 16, 32, 4096, 128, "pagedid", ()),
+    ("pg128B16S4096", "bf16", 16, 32, 4096, 128, "paged128", ()),
 ]
+PAGED = {"paged": None, "paged16": 16, "pagedid": None, "paged128": 128}  # page size (None: the benchmark's)
 DECODE_KV_HEADS = 8  # of the decode rows
 
 
@@ -192,7 +203,7 @@ def main():
     for tag, dt, B, H, S, D, causal, bm, bn in SHAPES:
         if only and tag not in only:
             continue
-        decode = causal in ("kv", "kv1", "plain", "paged", "paged16")
+        decode = causal in ("kv", "kv1", "kvh", "kvh1", "plain") or causal in PAGED
         if decode:  # one query a sequence, S keys, timed in graphs over enough sets to miss L2 (50 MB)
             hk = DECODE_KV_HEADS
             small, sets = True, min(8, -(-96 * 2**20 // (2 * B * hk * S * D * 2)))
@@ -203,9 +214,12 @@ def main():
             cache = [x.transpose(1, 2).contiguous() for x in t]
             lens = torch.full((B,), S, dtype=torch.int32, device="cuda")
             o_bshd = torch.empty(B, 1, H, D, device="cuda", dtype=dtypes[dt])
-            if causal in ("paged", "paged16"):
-                page = 16 if causal == "paged16" else PAGE_SIZE
+            if causal in PAGED:
+                page = PAGED[causal] or PAGE_SIZE
                 btab, perm = page_table(B, S // page, "cuda")
+                if causal == "pagedid":
+                    perm = torch.arange(B * (S // page), device="cuda")
+                    btab = perm.to(torch.int32).reshape(B, S // page)
                 pools = [to_page_pool(x, perm, page) if j % 3 else x for j, x in enumerate(t)]
         else:
             small = B * H * S * S * D < 2**31
@@ -218,7 +232,10 @@ def main():
                 return flashcore.attention_with_kvcache(cache[3 * i], cache[3 * i + 1], cache[3 * i + 2], lens,
                                                         out=o_bshd, num_splits=1 if causal == "kv1" else None
                                                         ).transpose(1, 2)
-            if causal in ("paged", "paged16"):
+            if causal in ("kvh", "kvh1"):
+                return flashcore.attention_with_kvcache(t[3 * i], t[3 * i + 1], t[3 * i + 2], lens, layout="bhsd",
+                                                        out=o, num_splits=1 if causal == "kvh1" else None)
+            if causal in PAGED:
                 return flashcore.attention_with_kvcache(t[3 * i], pools[3 * i + 1], pools[3 * i + 2], lens,
                                                         block_table=btab, layout="bhsd", check=False, out=o)
             return flashcore.attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], causal=causal is True, out=o,
