@@ -119,8 +119,14 @@ BASE = [
     # pages of 128 keys (one page a key block: half the lookups)
     ("pgidB16S4096", "bf16", 16, 32, 4096, 128, "pagedid", ()),
     ("pg128B16S4096", "bf16", 16, 32, 4096, 128, "paged128", ()),
+    # one page a sequence (the pool is the contiguous BHSD cache, page size
+    # = S, block table = identity): the kvh* cache read through the paged
+    # path, in 64-key chunks (each K/V block as 4 TMA boxes, a row's two
+    # 128-byte halves requested one box apart instead of 16 KiB apart)
+    ("pgwB16S4096", "bf16", 16, 32, 4096, 128, "pagedwhole", ()),
 ]
-PAGED = {"paged": None, "paged16": 16, "pagedid": None, "paged128": 128}  # page size (None: the benchmark's)
+# page size (None: the benchmark's; 0: the whole sequence)
+PAGED = {"paged": None, "paged16": 16, "pagedid": None, "paged128": 128, "pagedwhole": 0}
 DECODE_KV_HEADS = 8  # of the decode rows
 
 
@@ -215,9 +221,9 @@ def main():
             lens = torch.full((B,), S, dtype=torch.int32, device="cuda")
             o_bshd = torch.empty(B, 1, H, D, device="cuda", dtype=dtypes[dt])
             if causal in PAGED:
-                page = PAGED[causal] or PAGE_SIZE
+                page = S if PAGED[causal] == 0 else PAGED[causal] or PAGE_SIZE
                 btab, perm = page_table(B, S // page, "cuda")
-                if causal == "pagedid":
+                if causal in ("pagedid", "pagedwhole"):
                     perm = torch.arange(B * (S // page), device="cuda")
                     btab = perm.to(torch.int32).reshape(B, S // page)
                 pools = [to_page_pool(x, perm, page) if j % 3 else x for j, x in enumerate(t)]
