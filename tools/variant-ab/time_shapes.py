@@ -3,8 +3,9 @@ PYTHONPATH) and SDPA's cuDNN backend on the same inputs, shape by shape, and
 prints one line: `variant tag:flashcore_us/cudnn_us=ratio ...`.
 
 Small shapes: CUDA graph of 20 calls over 4 input sets (L2-resident), median
-of 60 replays; decode rows (kv*: the KV-cache entry, kv1*: the same with num_splits=1,
-d*: the plain entry):
+of 60 replays; decode rows (kv*/kvh*: the KV-cache entry over a BSHD/BHSD
+cache, kv1*/kvh1*: the same with num_splits=1, pg*: over a page pool, d*:
+the plain entry):
 graphs over enough input sets to miss L2; large ones: events around each call, median of $TRIALS (200,
 the benchmark's count: with 25 the card ran ~100 MHz faster and a 1-4%
 difference between two head-dim-256 kernels changed sign, docs/kernels.md). Each
@@ -125,8 +126,12 @@ BASE = [
     # 128-byte halves requested one box apart instead of 16 KiB apart)
     ("pgwB16S4096", "bf16", 16, 32, 4096, 128, "pagedwhole", ()),
 ]
-# page size (None: the benchmark's; 0: the whole sequence)
-PAGED = {"paged": None, "paged16": 16, "pagedid": None, "paged128": 128, "pagedwhole": 0}
+# The cache entry over a contiguous cache: tag -> (layout, num_splits).
+CACHE = {"kv": ("bshd", None), "kv1": ("bshd", 1), "kvh": ("bhsd", None), "kvh1": ("bhsd", 1)}
+# ... over a BHSD page pool: tag -> (page size: "bench" the benchmark's,
+# "seq" one page a sequence; whether the pages lie in order, else shuffled).
+PAGED = {"paged": ("bench", False), "paged16": (16, False), "pagedid": ("bench", True),
+         "paged128": (128, False), "pagedwhole": ("seq", True)}
 DECODE_KV_HEADS = 8  # of the decode rows
 
 
@@ -209,7 +214,7 @@ def main():
     for tag, dt, B, H, S, D, causal, bm, bn in SHAPES:
         if only and tag not in only:
             continue
-        decode = causal in ("kv", "kv1", "kvh", "kvh1", "plain") or causal in PAGED
+        decode = causal == "plain" or causal in CACHE or causal in PAGED
         if decode:  # one query a sequence, S keys, timed in graphs over enough sets to miss L2 (50 MB)
             hk = DECODE_KV_HEADS
             small, sets = True, min(8, -(-96 * 2**20 // (2 * B * hk * S * D * 2)))
@@ -221,11 +226,13 @@ def main():
             lens = torch.full((B,), S, dtype=torch.int32, device="cuda")
             o_bshd = torch.empty(B, 1, H, D, device="cuda", dtype=dtypes[dt])
             if causal in PAGED:
-                page = S if PAGED[causal] == 0 else PAGED[causal] or PAGE_SIZE
-                btab, perm = page_table(B, S // page, "cuda")
-                if causal in ("pagedid", "pagedwhole"):
+                size, in_order = PAGED[causal]
+                page = {"bench": PAGE_SIZE, "seq": S}.get(size, size)
+                if in_order:
                     perm = torch.arange(B * (S // page), device="cuda")
                     btab = perm.to(torch.int32).reshape(B, S // page)
+                else:
+                    btab, perm = page_table(B, S // page, "cuda")
                 pools = [to_page_pool(x, perm, page) if j % 3 else x for j, x in enumerate(t)]
         else:
             small = B * H * S * S * D < 2**31
@@ -234,13 +241,12 @@ def main():
             o = torch.empty(B, H, S, D, device="cuda", dtype=dtypes[dt])
 
         def fc(i):
-            if causal in ("kv", "kv1"):
-                return flashcore.attention_with_kvcache(cache[3 * i], cache[3 * i + 1], cache[3 * i + 2], lens,
-                                                        out=o_bshd, num_splits=1 if causal == "kv1" else None
-                                                        ).transpose(1, 2)
-            if causal in ("kvh", "kvh1"):
-                return flashcore.attention_with_kvcache(t[3 * i], t[3 * i + 1], t[3 * i + 2], lens, layout="bhsd",
-                                                        out=o, num_splits=1 if causal == "kvh1" else None)
+            if causal in CACHE:
+                layout, splits = CACHE[causal]
+                src, dst = (cache, o_bshd) if layout == "bshd" else (t, o)
+                got = flashcore.attention_with_kvcache(src[3 * i], src[3 * i + 1], src[3 * i + 2], lens,
+                                                       layout=layout, out=dst, num_splits=splits)
+                return got.transpose(1, 2) if layout == "bshd" else got
             if causal in PAGED:
                 return flashcore.attention_with_kvcache(t[3 * i], pools[3 * i + 1], pools[3 * i + 2], lens,
                                                         block_table=btab, layout="bhsd", check=False, out=o)
