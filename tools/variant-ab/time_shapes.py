@@ -28,6 +28,9 @@ import sys
 # string "n<block_n>" (nB8S2048D256n64). An override is a tile dispatch does
 # not pick for that shape (head dim 64 takes 192 rows without a mask from 512
 # tokens and causal from 2k: its overrides there are the 128-row tile).
+# "p<MiB>" is no tile but a placement: dispatch's tile on the same shape with
+# a pad of that many MiB allocated before the inputs, so they (and cuDNN's
+# copies of them) lie elsewhere in DRAM (kvhB16S4096p3).
 BASE = [
     ("nB1S128", "fp16", 1, 16, 128, 64, False, ()),
     ("nB1S256", "fp16", 1, 16, 256, 64, False, ()),
@@ -101,7 +104,8 @@ BASE = [
     ("kv1B16S32768", "bf16", 16, 32, 32768, 128, "kv1", ()),
     # the cache entry over a contiguous BHSD cache (the benchmark's kv row
     # and the paged pool's layout)
-    ("kvhB16S4096", "bf16", 16, 32, 4096, 128, "kvh", ()),
+    # (with pads: the same shape at other places in DRAM, both backends)
+    ("kvhB16S4096", "bf16", 16, 32, 4096, 128, "kvh", ("p3", "p10", "p33", "p100", "p333")),
     ("kvh1B16S4096", "bf16", 16, 32, 4096, 128, "kvh1", ()),
     ("kvhB64S4096", "bf16", 64, 32, 4096, 128, "kvh", ()),
     ("dB1S4096", "bf16", 1, 32, 4096, 128, "plain", ()),
@@ -111,7 +115,7 @@ BASE = [
     # shuffled), BHSD
     ("pgB1S4096", "bf16", 1, 32, 4096, 128, "paged", ()),
     ("pgB1S32768", "bf16", 1, 32, 32768, 128, "paged", ()),
-    ("pgB16S4096", "bf16", 16, 32, 4096, 128, "paged", ()),
+    ("pgB16S4096", "bf16", 16, 32, 4096, 128, "paged", ("p3", "p10", "p33", "p100", "p333")),
     ("pgB64S4096", "bf16", 64, 32, 4096, 128, "paged", ()),
     # pages of 16 keys (read in 16-key chunks; kernel_traits.h PageChunk)
     ("pg16B16S4096", "bf16", 16, 32, 4096, 128, "paged16", ()),
@@ -125,6 +129,7 @@ BASE = [
     # path, in 64-key chunks (each K/V block as 4 TMA boxes, a row's two
     # 128-byte halves requested one box apart instead of 16 KiB apart)
     ("pgwB16S4096", "bf16", 16, 32, 4096, 128, "pagedwhole", ()),
+    ("pgwB64S4096", "bf16", 64, 32, 4096, 128, "pagedwhole", ()),
 ]
 # The cache entry over a contiguous cache: tag -> (layout, num_splits).
 CACHE = {"kv": ("bshd", None), "kv1": ("bshd", 1), "kvh": ("bhsd", None), "kvh1": ("bhsd", 1)}
@@ -136,18 +141,19 @@ DECODE_KV_HEADS = 8  # of the decode rows
 
 
 def _override(o):
-    """(tag suffix, block_m, block_n) of one override: None, an int block_m or "n<block_n>"."""
+    """(tag suffix, block_m, block_n, pad MiB) of one override: None, an int
+    block_m, "n<block_n>" or "p<MiB>"."""
     if o is None:
-        return "", None, None
+        return "", None, None, 0
     if isinstance(o, str):
-        return o, None, int(o[1:])
-    return f"m{o}", o, None
+        return (o, None, None, int(o[1:])) if o[0] == "p" else (o, None, int(o[1:]), 0)
+    return f"m{o}", o, None, 0
 
 
-# (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m or None, block_n or None)
-SHAPES = [(tag + suffix, *shape, bm, bn)
+# (tag, dtype, batch, heads, seqlen, head_dim, causal, block_m or None, block_n or None, pad MiB)
+SHAPES = [(tag + suffix, *shape, bm, bn, pad)
           for tag, *shape, overrides in BASE for o in (None, *overrides)
-          for suffix, bm, bn in [_override(o)]]
+          for suffix, bm, bn, pad in [_override(o)]]
 
 def table(path):
     """flashcore us per (tag, variant), one value per round, from run's log."""
@@ -211,9 +217,10 @@ def main():
 
     out = [sys.argv[1]]
     torch.manual_seed(0)
-    for tag, dt, B, H, S, D, causal, bm, bn in SHAPES:
+    for tag, dt, B, H, S, D, causal, bm, bn, pad_mib in SHAPES:
         if only and tag not in only:
             continue
+        pad = torch.empty(pad_mib << 20, dtype=torch.uint8, device="cuda") if pad_mib else None
         decode = causal == "plain" or causal in CACHE or causal in PAGED
         if decode:  # one query a sequence, S keys, timed in graphs over enough sets to miss L2 (50 MB)
             hk = DECODE_KV_HEADS
@@ -277,7 +284,7 @@ def main():
             trials = int(os.environ.get("TRIALS", "200"))
             a, b = (time_eager(f, 1, trials=trials, warmup=10).median for f in (fc, cudnn))
         out.append(f"{tag}:{a:.2f}/{b:.2f}={b / a:.3f}#{bits}")
-        del t, o
+        del t, o, pad
     print(" ".join(out), flush=True)
 
 
