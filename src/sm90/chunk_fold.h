@@ -10,9 +10,10 @@
 // O·(1/l) and lse_c (OnlineSoftmax::finalize), merged into the running O
 // held in shared memory (this thread's values only: no barrier), then O and
 // the softmax restart as a new tile's would (O = 0, m = −inf, l = 0).
-// Measured (2026-11-29i, H200, Nsight Compute, bf16 decode B16 x 4k keys,
-// 16 chunks of 256 keys): the fold kernel executed 12.8 M warp instructions
-// against 8.5 M for the same call unsplit, and ran 70.3 against 66.4 us.
+// Measured (H200, Nsight Compute, bf16 decode B16 x 4k keys, 16 chunks of
+// 256 keys): before the merge's float4 groups and live rows (below) the
+// fold kernel executed 12.8 M warp instructions against 8.5 M for the same
+// call unsplit (2026-11-29i); with them 9.5 M (2026-11-29k).
 // Only the one-warpgroup serving kernels (64-row tiles) have it: their
 // consumers have no registers for a second O (the merged one lives in
 // shared memory, which they have to spare), and split sequences have at

@@ -228,10 +228,11 @@ def main():
             t = [torch.randn(B, h, sq, D, device="cuda", dtype=dtypes[dt])
                  for _ in range(sets) for h, sq in ((H, 1), (hk, S), (hk, S))]
             o = torch.empty(B, H, 1, D, device="cuda", dtype=dtypes[dt])
-            # The cache entry gets BSHD copies of the same inputs.
-            cache = [x.transpose(1, 2).contiguous() for x in t]
+            # The cache entry over a BSHD cache gets BSHD copies of the same inputs.
+            if causal in CACHE and CACHE[causal][0] == "bshd":
+                cache = [x.transpose(1, 2).contiguous() for x in t]
+                o_bshd = torch.empty(B, 1, H, D, device="cuda", dtype=dtypes[dt])
             lens = torch.full((B,), S, dtype=torch.int32, device="cuda")
-            o_bshd = torch.empty(B, 1, H, D, device="cuda", dtype=dtypes[dt])
             if causal in PAGED:
                 size, in_order = PAGED[causal]
                 page = {"bench": PAGE_SIZE, "seq": S}.get(size, size)
