@@ -42,6 +42,7 @@ SERVING_TILES = (
     (96, 128, 128, 3),
     (128, 64, 128, 2),
     (128, 128, 128, 2),
+    (256, 128, 64, 2),
 )
 # The one-warpgroup serving tiles (block_m 64) also compiled with the split-KV
 # fold (kernel_traits.h kFold_, chunk_fold.h): dispatch takes that variant

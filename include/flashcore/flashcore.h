@@ -50,7 +50,9 @@
  *   combinations, never their contents, on CUDA (the kernels clip every
  *   index); fc_check_serving_metadata() checks the contents. The CPU backend
  *   always checks the contents. On CUDA, serving calls support head dims
- *   64, 96 and 128 (head_dim 256: FC_ERR_NOT_SUPPORTED).
+ *   64, 96, 128 and 256 (at 256 in 64-key blocks at every length, so a
+ *   sequence of 2k+ keys, 4k+ with a mask, matches a plain call bit for bit
+ *   only when that call sets block_n = 64).
  *   A sequence with no keys outputs zeros and lse = -inf.
  *
  * Errors

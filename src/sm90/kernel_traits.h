@@ -25,8 +25,9 @@ namespace flashcore::sm90 {
 using namespace cute;
 
 // kServing_: the serving variant (varlen, KV cache, paged KV, split-KV;
-// head dims up to 128). Plain calls use the kernel without those paths,
-// whose producer fits in 24 registers and whose consumers keep 240.
+// head dims up to 128, and head dim 256 with 64-key blocks). Plain calls use
+// the kernel without those paths, whose producer fits in 24 registers and
+// whose consumers keep 240.
 //
 // kClusterM_ = 2: K/V multicast. Two CTAs of a cluster take tiles 2i and
 // 2i+1 and walk as many key blocks in step; when the tiles are of one
@@ -51,7 +52,8 @@ template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages
 struct KernelTraits {
   using Element = Element_;
   static constexpr bool kServing = kServing_;
-  static_assert(!kServing || kHeadDim_ <= 128, "serving kernels: head dims up to 128");
+  static_assert(!kServing || kHeadDim_ <= 128 || (kHeadDim_ == 256 && kBlockN_ == 64),
+                "serving kernels: head dims up to 128, and head dim 256 with 64-key blocks");
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
   static constexpr int kBlockN = kBlockN_;
@@ -85,8 +87,10 @@ struct KernelTraits {
   // CTA's pool is what it launched with (65536 registers when one CTA fills
   // the SM): two consumer warpgroups (384 threads x 168) run 128 x 24 +
   // 256 x 240; the serving variant's producer needs 40 for the paged-KV and
-  // varlen addressing without spilling, so it runs 128 x 40 + 256 x 232;
-  // three consumer warpgroups (512 x 128) run 128 x 32 + 384 x 160. (K/V
+  // varlen addressing without spilling, so it runs 128 x 40 + 256 x 232
+  // (the split must add up to the 168 x 384 the CTA launched with: 24 / 240
+  // or 40 / 232, nothing between in steps of 8); three consumer warpgroups
+  // (512 x 128) run 128 x 32 + 384 x 160. (K/V
   // multicast at head dim 128 spilled 4-12 bytes in a 24-register producer
   // while V took 32 TMA loads a block; with one load a 64-dim slice,
   // SmemLayoutVt below, it fits 24 without spilling.) An
@@ -285,7 +289,11 @@ struct KernelTraits {
 #ifndef FLASHCORE_FRESH_Q_DESCRIPTORS
 #define FLASHCORE_FRESH_Q_DESCRIPTORS 1
 #endif
-  static constexpr bool kFreshQDescriptors = FLASHCORE_FRESH_Q_DESCRIPTORS && kClusterM > 1;
+  // Also head dim 256's serving kernel: with its 40-register producer its
+  // consumers keep 232, and holding Q's 16 descriptors spilled 24 bytes of
+  // them (reloaded in the key loop; ptxas, 2026-11-29).
+  static constexpr bool kFreshQDescriptors =
+      FLASHCORE_FRESH_Q_DESCRIPTORS && (kClusterM > 1 || (kServing && kHeadDim == 256));
   // Who loads Q. With one Q buffer (head dim 256), a tile's Q waits until
   // the tile before is done with the buffer: its O store where O goes through
   // Q (80 keys), its last Q·Kᵀ (64 keys, kHalfO). Loaded by the thread that
@@ -379,7 +387,7 @@ struct KernelTraits {
   static constexpr int kChunk = 16;
   static constexpr int kWideChunk = 64;
   // The paged, varlen and split-KV paths are compiled into the serving
-  // variant only (kServing; dispatch refuses serving calls at head dim 256).
+  // variant only (kServing; at head dim 256 only the 64-key tile has it).
   static_assert(kBlockN % kChunk == 0 && (!kServing || kBlockN % kWideChunk == 0));
   template <int C>
   struct PageChunk {

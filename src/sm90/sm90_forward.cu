@@ -157,11 +157,6 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream,
   }
   TileChoice tile = choose_tile(p);
   bool const per_seq = p.has_per_seq_lengths();
-  if (per_seq && p.head_dim > 128) {
-    return Status(StatusCode::kNotSupported,
-                  "variable-length and KV-cache calls support head dims 64, 96 and 128 on CUDA; head_dim " +
-                      std::to_string(p.head_dim) + " is not compiled for them yet");
-  }
   if (!per_seq && p.config.num_splits > 1 && !may_split_keys(p)) {
     return Status(StatusCode::kNotSupported,
                   "config.num_splits > 1 applies to calls that split their keys (split-KV): variable-length and "

@@ -1,7 +1,8 @@
 // Which calls split long key ranges into chunks (split-KV: seq_info.h):
 // those whose sequences have at most 64 query rows after GQA packing
-// (decode, short chunks of a prefill), at head dims 64-128.
-//  - Serving calls (per-sequence lengths) decide per sequence, on the device.
+// (decode, short chunks of a prefill).
+//  - Serving calls (per-sequence lengths) decide per sequence, on the device;
+//    at head dim 256 (128-row tiles only) their chunks always run across CTAs.
 //  - Plain calls (uniform lengths) at head dims 64 and 128, whose 64-row
 //    tiles can also run the chunks in one CTA (chunk_fold.h): they need no
 //    workspace, and with one they spread small batches over the GPU.
@@ -21,7 +22,6 @@ namespace flashcore::sm90 {
 inline int64_t rows_per_sequence(const Problem& p) { return packs_gqa(p) ? p.group() : p.seqlen_q; }
 
 inline bool may_split_keys(const Problem& p) {
-  if (p.head_dim > 128) return false;  // no serving kernels
   if (p.has_per_seq_lengths()) return p.varlen_q || rows_per_sequence(p) <= kSplitMaxRows;
   return (p.head_dim == 64 || p.head_dim == 128) && rows_per_sequence(p) <= kSplitMaxRows;
 }

@@ -1,6 +1,6 @@
 // The split-KV combine kernel (splitkv_combine.h). A warp merges 64 columns
 // of one row of one (batch, head): lane l holds columns [2l, 2l + 2) of its
-// slice, so head dim 128 spreads a row over two warps. Every lane walks the
+// slice, so head dim 128 spreads a row over two warps (256: four). Every lane walks the
 // chunks in the merge order of chunk_merge.h (the last chunk first), with
 // kUnroll chunks' loads issued before any of them is used, so a row of up to
 // kUnroll chunks costs one round trip to L2.
@@ -43,7 +43,7 @@ namespace {
 // (bench/results/2026-11-26c-h100/ab2-trigger-table.txt).
 constexpr int kWarpsPerCta = 4;
 constexpr int kColsPerWarp = 64;  // 2 columns a lane
-constexpr int kMaxHeadDim = 128;
+constexpr int kMaxHeadDim = 256;
 // Chunks whose loads are in flight together: the 16 of a batch-1 decode
 // sequence over 8 KV heads (split_policy.h) in one round.
 constexpr int kUnroll = 16;

@@ -63,11 +63,16 @@ inline bool triangular_costs(const Problem& p) { return costs_vary_by_tile(p) &&
 //    loader thread of its own (kernel_traits.h kQWarp), four rounds: 64 keys
 //    2.5-16% faster at 512-1k and causal 2k; 80 keys faster without a mask
 //    at 2k (medians 443 against 461 us); causal 4k's rounds are bimodal.
-// The choice follows the sequence's own key count (uniform in a plain call;
-// head dim 256 has no serving kernels) and the mask: never the batch, so
-// results stay batch-invariant.
-inline int tuned_block_n(int head_dim, int64_t seqlen_k, bool unmasked) {
+// The choice follows the sequence's own key count (uniform in a plain call)
+// and the mask: never the batch, so results stay batch-invariant. Serving
+// calls (per-sequence lengths in one launch) at head dim 256 take 64 keys
+// whatever the lengths: their one compiled tile (kernel_traits.h), so that a
+// sequence's key block never depends on the other sequences of its batch. A
+// plain call of 2k keys and up (4k with a mask) gives the same bits as a
+// serving call only with block_n = 64 (docs/numerics.md).
+inline int tuned_block_n(int head_dim, int64_t seqlen_k, bool unmasked, bool serving = false) {
   if (head_dim != 256) return 128;
+  if (serving) return 64;
   return seqlen_k < (unmasked ? 2048 : 4096) ? 64 : 80;
 }
 
@@ -177,7 +182,7 @@ inline bool two_ctas_fit(int head_dim, int block_m, int block_n, bool unmasked_p
 //      keep 128 rows.
 //    - sliding windows were not measured and keep 128 rows.
 inline TileChoice tuned_tile(DType /*dtype*/, int head_dim, const CallShape& w, int num_sms) {
-  int const block_n = tuned_block_n(head_dim, w.seqlen_k, w.unmasked);
+  int const block_n = tuned_block_n(head_dim, w.seqlen_k, w.unmasked, w.serving);
   bool const has_m64 = head_dim == 64 || head_dim == 128;
   int64_t const tiles128 = ceil_div(w.seqlen_q, 128) * w.sequences;
   bool const small = tiles128 * 2 <= num_sms;

@@ -62,8 +62,8 @@ TEST(SplitPolicy, BoundCoversEveryShorterSequence) {
 }
 
 // Which calls split (src/sm90/split_calls.h): serving calls of at most 64
-// rows a sequence (any varlen call), and plain calls of at most 64 rows after
-// GQA packing at head dims 64 and 128; never head dim 256.
+// rows a sequence (any varlen call, any head dim), and plain calls of at most
+// 64 rows after GQA packing at head dims 64 and 128.
 flashcore::Problem decode(int64_t batch, int64_t hq, int64_t hkv, int64_t sq, int64_t sk, int64_t d) {
   flashcore::Problem p;
   p.batch = batch, p.heads_q = hq, p.heads_kv = hkv, p.seqlen_q = sq, p.seqlen_k = sk, p.head_dim = d;
@@ -76,10 +76,14 @@ TEST(SplitPolicy, PlainCallsOfAtMost64RowsSplitAtHeadDims64And128) {
   EXPECT_FALSE(may_split_keys(decode(1, 16, 16, 65, 4096, 64)));  // 65 rows
   EXPECT_FALSE(may_split_keys(decode(1, 128, 1, 1, 4096, 128)));  // packed: 128 rows
   EXPECT_FALSE(may_split_keys(decode(1, 16, 16, 1, 4096, 96)));   // no 64-row tile: no one-CTA schedule
-  EXPECT_FALSE(may_split_keys(decode(1, 16, 16, 1, 4096, 256)));  // no serving kernel
+  EXPECT_FALSE(may_split_keys(decode(1, 16, 16, 1, 4096, 256)));  // plain: no 64-row tile, 80-key blocks from 2k
   flashcore::Problem varlen = decode(4, 16, 16, 900, 4096, 96);
   varlen.varlen_q = varlen.varlen_k = true;
   EXPECT_TRUE(may_split_keys(varlen));  // its short sequences may split, whatever the longest
+  flashcore::Problem cache256 = decode(2, 16, 8, 1, 4096, 256);
+  cache256.kv_cache = true;
+  EXPECT_TRUE(may_split_keys(cache256));  // KV-cache decode at head dim 256: across CTAs
+  EXPECT_GT(split_shape(cache256).max_splits, 1);
 }
 
 TEST(SplitPolicy, SplitShapeFollowsTheLengthAndTheOverride) {

@@ -25,13 +25,14 @@ int block_m(int head_dim, const CallShape& w) { return tuned_tile(DType::kFloat1
 
 TEST(TuningTable, BlockNNeverDependsOnTheBatch) {
   // block_n fixes each row's reduction order: it follows the head dim and, at
-  // head dim 256, the sequence's own key count and the mask; never the number
-  // of sequences (batch x heads) or whether the call is a serving one.
+  // head dim 256, the sequence's own key count and the mask in plain calls
+  // (64 keys in serving calls, whose sequences share a launch); never the
+  // number of sequences (batch x heads).
   for (int64_t s : {1, 128, 512, 1023, 1024, 2047, 2048, 4096, 16384}) {
     for (bool tri : {false, true}) {
-      int const d256 = tuned_block_n(256, s, !tri);
       for (int64_t seqs : {1, 66, 67, 132, 133, 100000}) {
         for (bool serving : {false, true}) {
+          int const d256 = serving ? 64 : tuned_block_n(256, s, !tri);
           CallShape w = work(s, seqs, tri);
           w.seqlen_k = s;
           w.serving = serving;
@@ -58,6 +59,11 @@ TEST(TuningTable, HeadDim256KeyBlocksFollowTheMeasuredCrossovers) {
   EXPECT_EQ(tuned_block_n(256, 4095, false), 64);
   EXPECT_EQ(tuned_block_n(256, 4096, false), 80);
   EXPECT_EQ(tuned_block_n(128, 16384, true), 128);
+  // Serving calls: the one serving tile of head dim 256, at any length.
+  EXPECT_EQ(tuned_block_n(256, 512, true, /*serving=*/true), 64);
+  EXPECT_EQ(tuned_block_n(256, 16384, true, /*serving=*/true), 64);
+  EXPECT_EQ(tuned_block_n(256, 16384, false, /*serving=*/true), 64);
+  EXPECT_EQ(tuned_block_n(128, 16384, true, /*serving=*/true), 128);
 }
 
 TEST(TuningTable, SixtyFourRowTilesForSmallOrOneWaveTriangularCalls) {

@@ -106,6 +106,11 @@ constexpr int kSplitDefault = 0, kNoSplit = 1;
 // The plain call on one sequence alone. Calls of at most 64 query rows split
 // their keys as serving calls do (src/sm90/split_calls.h): across CTAs with
 // a workspace, in one CTA without.
+//
+// Head dim 256: serving calls run 64-key blocks whatever the lengths
+// (tuning_table.h tuned_block_n), plain calls 80 from 2k keys (4k with a
+// mask); the plain twin is asked for 64 keys, which changes nothing below
+// those lengths.
 Result run_plain(const Shape& s, const Seq& x, int num_splits = kNoSplit, bool workspace = true) {
   HostTensor out(s.dtype, 1, s.hq, x.sq, s.d);
   HostTensor lse = make_lse(1, s.hq, x.sq);
@@ -113,6 +118,7 @@ Result run_plain(const Shape& s, const Seq& x, int num_splits = kNoSplit, bool w
   AttentionArgs a;
   a.q = q.view, a.k = k.view, a.v = v.view, a.out = o.view, a.lse = l.view;
   set_mask(s, a);
+  if (s.d == 256) a.config.block_n = 64;
   Result r;
   run_call(a, num_splits, o, l, r.out, r.lse, workspace);
   return r;
@@ -249,7 +255,8 @@ TEST(Sm90Serving, VarlenMatchesPlainCallsBitwise) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed());
   for (Shape s : {Shape{DType::kBFloat16, 4, 2, 128, false}, Shape{DType::kFloat16, 8, 8, 64, true},
-                  Shape{DType::kFloat16, 4, 1, 96, false, 100}}) {
+                  Shape{DType::kFloat16, 4, 1, 96, false, 100}, Shape{DType::kBFloat16, 4, 2, 256, true},
+                  Shape{DType::kFloat16, 2, 1, 256, false}}) {
     std::vector<Seq> seqs = make_batch(s, {{1, 1}, {17, 300}, {129, 129}, {0, 5}, {1, 4097}, {300, 17}, {64, 1000}}, rng);
     std::vector<Result> got = run_varlen(s, seqs, kNoSplit);
     for (size_t b = 0; b < seqs.size(); ++b) expect_bitwise(got[b], run_plain(s, seqs[b]), "varlen", int(b));
@@ -266,7 +273,7 @@ TEST(Sm90Serving, KvCacheContiguousAndPagedMatchPlainCallsBitwise) {
                        int64_t(256)}) {
     for (int64_t append : {int64_t(0), int64_t(1), int64_t(3)}) {
       for (Shape s : {Shape{DType::kBFloat16, 8, 2, 128, true}, Shape{DType::kFloat16, 4, 4, 64, true},
-                      Shape{DType::kBFloat16, 4, 1, 96, false}}) {
+                      Shape{DType::kBFloat16, 4, 1, 96, false}, Shape{DType::kFloat16, 4, 2, 256, true}}) {
         int64_t const sq = append ? append : 1;
         std::vector<Seq> seqs = make_batch(s, {{sq, 5 + append}, {sq, 700}, {sq, 129 + append}, {sq, 3000}}, rng);
         std::vector<Result> got = run_kvcache(s, seqs, page, append, rng, kNoSplit);
@@ -296,8 +303,11 @@ TEST(Sm90Serving, SplitKvMatchesFloat64) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed() + 2);
   for (Shape s : {Shape{DType::kBFloat16, 32, 8, 128, true}, Shape{DType::kFloat16, 16, 16, 64, false},
-                  Shape{DType::kBFloat16, 4, 4, 96, true}, Shape{DType::kFloat16, 8, 8, 64, true, 500}}) {
-    // 33333 keys: chunks sized by the length (split_policy.h).
+                  Shape{DType::kBFloat16, 4, 4, 96, true}, Shape{DType::kFloat16, 8, 8, 64, true, 500},
+                  Shape{DType::kBFloat16, 16, 8, 256, true}}) {
+    // 33333 keys: chunks sized by the length (split_policy.h). Head dim 256
+    // splits across CTAs only (no 64-row tile to fold in) and its combine
+    // spreads a row over four warps.
     for (auto [sq, sk] : {std::pair<int64_t, int64_t>{1, 4096}, {1, 777}, {3, 2000}, {60, 3001}, {1, 33333}}) {
       Seq x = make_seq(s, sq, sk, rng);
       expect_matches_float64(s, x, run_varlen(s, {x})[0]);
@@ -311,10 +321,7 @@ TEST(Sm90Serving, SplitKvMatchesFloat64) {
 }
 
 // Each sequence alone vs inside 20 random batches of mixed lengths: bit-identical.
-TEST(Sm90Serving, BatchInvariantVarlenAndPagedDecode) {
-  SKIP_WITHOUT_GPU();
-  std::mt19937 rng(data_seed() + 3);
-  Shape s{DType::kBFloat16, 32, 8, 128, true};
+void expect_batch_invariant(const Shape& s, std::mt19937& rng) {
   std::vector<Seq> pool;
   for (int i = 0; i < 8; ++i) {
     int64_t sk = std::uniform_int_distribution<int64_t>(1, 3000)(rng);
@@ -346,6 +353,15 @@ TEST(Sm90Serving, BatchInvariantVarlenAndPagedDecode) {
     for (int i : idx) batch.push_back(pool[i]);
     std::vector<Result> got = run_kvcache(s, batch, 64, 0, rng);
     for (size_t j = 0; j < idx.size(); ++j) expect_bitwise(got[j], alone[idx[j]], "paged decode batch", idx[j]);
+  }
+}
+
+TEST(Sm90Serving, BatchInvariantVarlenAndPagedDecode) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed() + 3);
+  for (Shape s : {Shape{DType::kBFloat16, 32, 8, 128, true}, Shape{DType::kBFloat16, 16, 8, 256, true}}) {
+    SCOPED_TRACE("d " + std::to_string(s.d));
+    expect_batch_invariant(s, rng);
   }
 }
 
@@ -451,26 +467,40 @@ TEST(Sm90Serving, WorkspaceAllocatorIsAskedOnlyWhenNeeded) {
   }
 }
 
-// Head dim 256 has no serving kernels yet: a clear error, nothing written.
-TEST(Sm90Serving, PagedAndVarlenHeadDim256AreRefused) {
+// Head dim 256's serving kernel is its 64-key tile: a serving call asked for
+// 80 keys (the plain calls' long-sequence tile) gets a clear error naming
+// the compiled tiles, and nothing is written.
+TEST(Sm90Serving, HeadDim256ServingCallsTakeOnly64KeyBlocks) {
   SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed() + 10);
   Shape s{DType::kBFloat16, 4, 4, 256, false};
   HostTensor q(s.dtype, 1, s.hq, 4, s.d, Layout::kBSHD), k(s.dtype, 1, s.hkv, 4, s.d, Layout::kBSHD);
   HostTensor out(s.dtype, 1, s.hq, 4, s.d, Layout::kBSHD);
+  q.fill_random(rng);
+  k.fill_random(rng);
   DeviceTensor dq(q), dk(k), dv(k), dout(out);
   DeviceInts cu({0, 4});
   AttentionArgs a;
   a.q = dq.view, a.k = dk.view, a.v = dv.view, a.out = dout.view;
   a.cu_seqlens_q = cu.ptr, a.cu_seqlens_k = cu.ptr, a.num_seqs = 1, a.max_seqlen_q = 4, a.max_seqlen_k = 4;
+  a.config.block_n = 80;
+  dout.poison();
   flashcore::Status st = flashcore::attention_forward(a);
   EXPECT_EQ(st.code(), flashcore::StatusCode::kNotSupported) << st.message();
-  EXPECT_NE(st.message().find("head_dim 256"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("block_m=128 block_n=64"), std::string::npos) << st.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (double x : dout.to_vector()) ASSERT_TRUE(std::isnan(x)) << "written by a refused call";
+  a.config.block_n = 0;  // the default: runs
+  st = flashcore::attention_forward(a);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (double x : dout.to_vector()) ASSERT_TRUE(std::isfinite(x));
 }
 
 // Small serving shapes for compute-sanitizer (scripts/gpu-check runs
 // memcheck, racecheck and synccheck on *SanitizerSubset*): varlen tails,
 // paged pages of 16 and 64 (16- and 64-key chunks) with append, split-KV
-// decode across CTAs (head dims 64 and 128) and in one.
+// decode across CTAs (head dims 64, 128 and 256) and in one.
 TEST(Sm90Serving, SanitizerSubset) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed() + 4);
@@ -494,6 +524,16 @@ TEST(Sm90Serving, SanitizerSubset) {
   Result const folded = run_plain(s, dec[1], kSplitDefault, /*workspace=*/false);
   expect_matches_float64(s, dec[1], folded);
   expect_bitwise(folded, run_plain(s, dec[1], kSplitDefault, /*workspace=*/true), "plain, in one CTA", 1);
+  // Head dim 256 (128-row tiles, 64-key blocks, O in half-width slices):
+  // a varlen tail, paged decode over 16-key pages with append, split
+  // across CTAs (the combine over four warps a row).
+  Shape const s256{DType::kBFloat16, 4, 2, 256, true};
+  std::vector<Seq> var256 = make_batch(s256, {{17, 33}, {1, 70}}, rng);
+  std::vector<Result> got256 = run_varlen(s256, var256, kNoSplit);
+  for (size_t b = 0; b < var256.size(); ++b) expect_bitwise(got256[b], run_plain(s256, var256[b]), "varlen d256", int(b));
+  std::vector<Seq> dec256 = make_batch(s256, {{2, 40}, {2, 530}}, rng);
+  std::vector<Result> paged256 = run_kvcache(s256, dec256, 16, 2, rng);  // the second one splits
+  for (size_t b = 0; b < dec256.size(); ++b) expect_matches_float64(s256, dec256[b], paged256[b]);
 }
 
 }  // namespace

@@ -286,14 +286,6 @@ def _torch_cuda():
     return torch
 
 
-def test_cuda_serving_head_dim_256_is_a_clear_error():
-    torch = _torch_cuda()
-    q = torch.randn(2, 1, 256, dtype=torch.float16, device="cuda")
-    cu = torch.tensor([0, 2], dtype=torch.int32, device="cuda")
-    with pytest.raises(TypeError, match="head dims 64, 96 and 128"):
-        flashcore.attention_varlen(q, q, q, cu, cu, 2, 2)
-
-
 GPU_TOL = {"bfloat16": 1e-2, "float16": 2e-3}
 
 
@@ -304,12 +296,13 @@ def _rel_frobenius(got, ref):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("mask", [dict(), dict(causal=True), dict(causal=True, window=(64, 0))])
-def test_cuda_varlen_matches_cpu(dtype, mask):
+@pytest.mark.parametrize("d", [128, 256])
+def test_cuda_varlen_matches_cpu(dtype, mask, d):
     torch = _torch_cuda()
     tdt = getattr(torch, dtype)
     g = torch.Generator().manual_seed(0)
     lens_q, lens_k = [1, 0, 300, 77, 128], [500, 3, 0, 77, 1000]
-    hq, hkv, d = 8, 2, 128
+    hq, hkv = 8, 2
     q = torch.randn(sum(lens_q), hq, d, generator=g).to(tdt)
     k = torch.randn(sum(lens_k), hkv, d, generator=g).to(tdt)
     v = torch.randn(sum(lens_k), hkv, d, generator=g).to(tdt)
@@ -345,6 +338,27 @@ def test_cuda_kvcache_matches_cpu(dtype, page_size, sq, s_new):
     fin = torch.isfinite(ref_lse)
     assert float((lse.cpu()[fin] - ref_lse[fin]).abs().max()) <= 1e-3
     # The append writes the same bits on both backends.
+    assert torch.equal(gpu["k"].cpu(), cpu["k"]) and torch.equal(gpu["v"].cpu(), cpu["v"])
+
+
+@pytest.mark.parametrize("page_size", [0, 16, 64])
+@pytest.mark.parametrize("sq,s_new", [(1, 1), (4, 0)])
+def test_cuda_kvcache_head_dim_256_matches_cpu(page_size, sq, s_new):
+    """Head dim 256 (Gemma's): decode over 2:1 GQA that splits its keys across
+    CTAs (2500 keys), and a 4-token chunk, against the CPU backend."""
+    torch = _torch_cuda()
+    inp = _cache_inputs(np.random.default_rng(6), "float32", b=3, hq=8, hkv=4, d=256, sq=sq, capacity=2560,
+                        lens=(1, 300, 2560 - max(s_new, 1) - 60), s_new=s_new, page_size=page_size)
+    cpu = {x: (None if inp[x] is None else torch.from_numpy(np.nan_to_num(inp[x])).to(
+        torch.int32 if inp[x].dtype == np.int32 else torch.bfloat16)) for x in
+        ("q", "k", "v", "k_new", "v_new", "cache_seqlens", "block_table")}
+    gpu = {x: (None if t is None else t.cuda()) for x, t in cpu.items()}
+    ref, ref_lse = _kvcache(cpu, causal=True, return_lse=True)
+    out, lse = _kvcache(gpu, causal=True, return_lse=True)
+    torch.cuda.synchronize()
+    assert _rel_frobenius(out, ref) <= GPU_TOL["bfloat16"]
+    fin = torch.isfinite(ref_lse)
+    assert float((lse.cpu()[fin] - ref_lse[fin]).abs().max()) <= 1e-3
     assert torch.equal(gpu["k"].cpu(), cpu["k"]) and torch.equal(gpu["v"].cpu(), cpu["v"])
 
 
