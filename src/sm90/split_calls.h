@@ -39,7 +39,7 @@ inline SplitShape split_shape(const Problem& p) {
   // By KV heads, not by the heads the kernel sees: a sequence is cut the
   // same way in a varlen call (query heads) and a GQA-packed cache call (KV
   // heads), so both give the same bits.
-  int64_t split_keys = kSplitMinKeys, max_chunks = split_max_chunks_for_heads(p.heads_kv);
+  int64_t split_keys = split_min_keys(p.head_dim), max_chunks = split_max_chunks_for_heads(p.heads_kv);
   if (p.config.num_splits > 1) {  // override: this many chunks for the longest sequence, one size for all
     split_keys = (p.seqlen_k + p.config.num_splits - 1) / p.config.num_splits;
     split_keys = (split_keys + kSplitOverrideUnit - 1) / kSplitOverrideUnit * kSplitOverrideUnit;

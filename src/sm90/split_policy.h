@@ -16,6 +16,16 @@
 // batch 1, 32k keys: 16 chunks of 2048 keys 52 us, 128 chunks of 256 keys
 // 61 us; batch 64, 4k keys: no split 354 us, 4 chunks 371, 16 chunks 388.
 // A sequence of at most kSplitMinKeys keys never splits.
+// Head dim 256 cuts in multiples of kSplitMinKeysWide: it has no 64-row
+// tile to run a split sequence's chunks in one CTA (chunk_fold.h), so every
+// chunk is a tile of its own, which large batches pay for, and a 256-key
+// chunk is only four 64-key blocks. Measured on an H200 (bench/results/
+// 2026-11-29l-h200/call3-* to call6-*; bf16, 16 query / 8 KV heads, d256,
+// contiguous cache), cuDNN's time over flashcore's: 4k keys, 16 chunks of
+// 256: 1.25x at batch 1, 1.00x at 16, 0.98x at 64; 8 of 512: 1.08-1.10x,
+// 1.09-1.14x, 1.06-1.09x (a paged cache of 64-key pages at batch 1: 0.94x,
+// against 1.19x). At 32k keys the 16 chunks (of 2048) stay: 1.28-1.30x at
+// batch 1, where 8 of 4096 (a lower chunk limit instead) gave 0.97x.
 //
 // Override (num_splits = n > 1): chunks of one size for the whole call, n of
 // them for its longest sequence (which makes it depend on the batch).
@@ -32,12 +42,18 @@
 namespace flashcore::sm90 {
 
 constexpr int64_t kSplitMinKeys = 256;  // 2 key blocks of 128: a multiple of every block_n
+constexpr int64_t kSplitMinKeysWide = 512;  // head dim 256 (64-key blocks)
 constexpr int64_t kSplitOverrideUnit = 128;  // chunk sizes of the num_splits override are multiples of this
 constexpr int64_t kSplitTargetTiles = 128;
 // Query rows a sequence may have (after GQA packing) and still split: the
 // smallest block_m, so the choice never depends on the tile dispatch picked,
 // and the only tiles that can also run the chunks in one CTA (chunk_fold.h).
 constexpr int kSplitMaxRows = 64;
+
+// The unit chunks are multiples of, for a call of head dim `head_dim`.
+FLASHCORE_HOST_DEVICE int64_t split_min_keys(int64_t head_dim) {
+  return head_dim > 128 ? kSplitMinKeysWide : kSplitMinKeys;
+}
 
 // Chunk limit of auto mode for a call with `heads` KV heads.
 FLASHCORE_HOST_DEVICE int64_t split_max_chunks_for_heads(int64_t heads) {

@@ -83,7 +83,14 @@ TEST(SplitPolicy, PlainCallsOfAtMost64RowsSplitAtHeadDims64And128) {
   flashcore::Problem cache256 = decode(2, 16, 8, 1, 4096, 256);
   cache256.kv_cache = true;
   EXPECT_TRUE(may_split_keys(cache256));  // KV-cache decode at head dim 256: across CTAs
-  EXPECT_GT(split_shape(cache256).max_splits, 1);
+  // in chunks of multiples of 512 keys: 8 at 4k keys, 16 (of 2048) at 32k
+  SplitShape const s256 = split_shape(cache256);
+  EXPECT_EQ(s256.split_keys, kSplitMinKeysWide);
+  EXPECT_EQ(split_chunks_bound<int64_t>(s256.split_keys, s256.max_chunks, 4096), 8);
+  EXPECT_EQ(split_chunks_bound<int64_t>(s256.split_keys, s256.max_chunks, 32768), 16);
+  EXPECT_EQ(split_keys_for<int64_t>(s256.split_keys, s256.max_chunks, 32768), 2048);
+  EXPECT_EQ(split_chunks_bound<int64_t>(s256.split_keys, s256.max_chunks, 512), 1);  // never splits
+  EXPECT_EQ(split_min_keys(128), kSplitMinKeys);
 }
 
 TEST(SplitPolicy, SplitShapeFollowsTheLengthAndTheOverride) {
