@@ -108,8 +108,9 @@ struct AttentionArgs {
   TensorView v_new;
 
   // Split-KV workspace (CUDA only). Calls whose sequences have at most 64
-  // query rows (after GQA packing) split long key ranges into chunks of 256
-  // keys at fixed positions and merge them in a fixed order, by different
+  // query rows (after GQA packing) split long key ranges into chunks of
+  // 256·k keys (512·k at head dim 256) at fixed positions, sized by the
+  // sequence's own length, and merge them in a fixed order, by different
   // CTAs (partials here, then a combine kernel) or, when the batch alone
   // fills the GPU, inside one CTA: the same bits. Where a sequence splits
   // depends only on its own lengths, so its result never depends on its

@@ -15,7 +15,8 @@
 // Measured on an H100 (tools/decode-sweep; bf16, 32 query / 8 KV heads, d128):
 // batch 1, 32k keys: 16 chunks of 2048 keys 52 us, 128 chunks of 256 keys
 // 61 us; batch 64, 4k keys: no split 354 us, 4 chunks 371, 16 chunks 388.
-// A sequence of at most kSplitMinKeys keys never splits.
+// A sequence of at most kSplitMinKeys keys (kSplitMinKeysWide at head dim
+// 256) never splits.
 // Head dim 256 cuts in multiples of kSplitMinKeysWide: it has no 64-row
 // tile to run a split sequence's chunks in one CTA (chunk_fold.h), so every
 // chunk is a tile of its own, which large batches pay for, and a 256-key
@@ -24,8 +25,8 @@
 // contiguous cache), cuDNN's time over flashcore's: 4k keys, 16 chunks of
 // 256: 1.25x at batch 1, 1.00x at 16, 0.98x at 64; 8 of 512: 1.08-1.10x,
 // 1.09-1.14x, 1.06-1.09x (a paged cache of 64-key pages at batch 1: 0.94x,
-// against 1.19x). At 32k keys the 16 chunks (of 2048) stay: 1.28-1.30x at
-// batch 1, where 8 of 4096 (a lower chunk limit instead) gave 0.97x.
+// against 1.19x). At 32k keys the 16 chunks (of 2048) stay: 1.28-1.31x at
+// batch 1, where 8 of 4096 (a lower chunk limit instead) gave 0.98x.
 //
 // Override (num_splits = n > 1): chunks of one size for the whole call, n of
 // them for its longest sequence (which makes it depend on the batch).

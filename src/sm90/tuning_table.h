@@ -3,8 +3,9 @@
 //
 //  - block_n (keys per step) fixes the order of the floating-point reduction
 //    of a row, so it depends only on the head dim and, at head dim 256, on a
-//    sequence's own key count and the mask (tuned_block_n): never on the
-//    batch or on the GPU's load, which keeps results batch-invariant.
+//    plain call's key count and mask (serving calls: 64 at every length;
+//    tuned_block_n): never on the batch or on the GPU's load, which keeps
+//    results batch-invariant.
 //  - block_m (query rows per CTA) does not change any row's arithmetic (the
 //    GPU test BlockMDoesNotChangeResults checks it bit for bit), so it may
 //    follow the total amount of work: 64-row tiles when 128-row tiles would
