@@ -301,7 +301,9 @@ def test_cuda_varlen_matches_cpu(dtype, mask, d):
     torch = _torch_cuda()
     tdt = getattr(torch, dtype)
     g = torch.Generator().manual_seed(0)
-    lens_q, lens_k = [1, 0, 300, 77, 128], [500, 3, 0, 77, 1000]
+    # The first sequence (one query row, 1100 keys) splits its keys: 256-key
+    # chunks at head dim 128, 512-key ones at 256 (src/sm90/split_policy.h).
+    lens_q, lens_k = [1, 0, 300, 77, 128], [1100, 3, 0, 77, 1000]
     hq, hkv = 8, 2
     q = torch.randn(sum(lens_q), hq, d, generator=g).to(tdt)
     k = torch.randn(sum(lens_k), hkv, d, generator=g).to(tdt)
