@@ -100,7 +100,7 @@ template <class Traits>
 Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const LaunchPlan& plan, cudaStream_t stream) {
   // Split chunks are whole key blocks (seq_info.h: tile_work divides by kBlockN).
   static_assert(!Traits::kServing ||
-                    (kSplitMinKeys % Traits::kBlockN == 0 && kSplitMinKeysWide % Traits::kBlockN == 0 &&
+                    (split_min_keys(Traits::kHeadDim) % Traits::kBlockN == 0 &&
                      kSplitOverrideUnit % Traits::kBlockN == 0),
                 "split-KV chunk sizes must be multiples of the serving tile's block_n");
   using Element = typename Traits::Element;

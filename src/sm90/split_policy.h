@@ -52,7 +52,7 @@ constexpr int64_t kSplitTargetTiles = 128;
 constexpr int kSplitMaxRows = 64;
 
 // The unit chunks are multiples of, for a call of head dim `head_dim`.
-FLASHCORE_HOST_DEVICE int64_t split_min_keys(int64_t head_dim) {
+constexpr FLASHCORE_HOST_DEVICE int64_t split_min_keys(int64_t head_dim) {
   return head_dim > 128 ? kSplitMinKeysWide : kSplitMinKeys;
 }
 

@@ -530,7 +530,9 @@ TEST(Sm90Serving, SanitizerSubset) {
   Shape const s256{DType::kBFloat16, 4, 2, 256, true};
   std::vector<Seq> var256 = make_batch(s256, {{17, 33}, {1, 70}}, rng);
   std::vector<Result> got256 = run_varlen(s256, var256, kNoSplit);
-  for (size_t b = 0; b < var256.size(); ++b) expect_bitwise(got256[b], run_plain(s256, var256[b]), "varlen d256", int(b));
+  for (size_t b = 0; b < var256.size(); ++b) {
+    expect_bitwise(got256[b], run_plain(s256, var256[b]), "varlen d256", int(b));
+  }
   std::vector<Seq> dec256 = make_batch(s256, {{2, 40}, {2, 530}}, rng);
   std::vector<Result> paged256 = run_kvcache(s256, dec256, 16, 2, rng);  // the second one splits
   for (size_t b = 0; b < dec256.size(); ++b) expect_matches_float64(s256, dec256[b], paged256[b]);
