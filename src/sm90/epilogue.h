@@ -3,8 +3,9 @@
 //    staged into shared memory (its own buffer, or Q's: see kernel_traits.h)
 //    with stmatrix, and written by one TMA store. TMA clips the rows and
 //    columns that fall outside the tensor, so tails need no predicates.
-//  - direct stores (varlen q): straight from registers, rows past the
-//    sequence skipped; a TMA store would spill into the next sequence.
+//  - direct stores (a varlen sequence's partial last tile): straight from
+//    registers, rows past the sequence skipped; a TMA store would spill into
+//    the next sequence. Its whole tiles take the TMA store.
 //  - split-KV partial (seq_info.h): fp32 into the workspace, with the row's
 //    LSE, for the combine kernel.
 // The LSE of each row is written straight from registers by the first thread
@@ -123,7 +124,10 @@ struct Epilogue {
     } else {
       convert_into(tOrO, rO);
     }
-    if (Traits::kServing && params.o_direct) {
+    // Varlen q: a tile whose rows all lie in its sequence takes the TMA
+    // store below (the packed O from the sequence's first row); only the
+    // partial last tile of a sequence is stored from registers.
+    if (Traits::kServing && params.o_direct && row0 + Traits::kBlockM > si.seqlen_q) {
       Tensor ro_rc = make_tensor(rO.data(), acc_layout_rowcol(rO.layout()));
       Element* o = params.o_ptr + int64_t(si.q_offset) * params.o_stride_s + int64_t(t.head) * params.o_stride_h;
       CUTLASS_PRAGMA_UNROLL
@@ -189,12 +193,26 @@ struct Epilogue {
       // A unit of kFrontPad's padding rows (all before row 0) stores nothing.
       static_assert(!Traits::kFrontPad || Traits::kStoreRows == 64, "the padding is whole store units");
       if (store_thread == 0 && (!Traits::kFrontPad || row0 + unit * Traits::kStoreRows >= 0)) {
-        Tensor mO = params.tma_o.get_tma_tensor(
-            make_shape(params.seq.seqlen_q, params.head_dim, params.heads_q, params.batch));
-        Tensor gO = local_tile(mO(_, _, t.head, t.batch), Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>{},
-                               make_coord(Traits::kFrontPad ? row0 / Traits::kStoreRows + unit
-                                                            : w.m_block * (Traits::kBlockM / Traits::kStoreRows) + unit,
-                                          round));
+        int const block = Traits::kFrontPad ? row0 / Traits::kStoreRows + unit
+                                            : w.m_block * (Traits::kBlockM / Traits::kStoreRows) + unit;
+        auto const o_tile = [&] {
+          using StoreTile = Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>;
+          if constexpr (Traits::kServing) {
+            // Varlen q: one packed sequence of total_q rows (as Q's loads see
+            // it), this sequence's from its first row.
+            bool const packed = params.o_direct;
+            Tensor mO = params.tma_o.get_tma_tensor(make_shape(packed ? params.seq.total_q : params.seq.seqlen_q,
+                                                               params.head_dim, params.heads_q,
+                                                               packed ? 1 : params.batch));
+            return local_tile(domain_offset(make_coord(si.q_offset, _0{}), mO(_, _, t.head, packed ? 0 : t.batch)),
+                              StoreTile{}, make_coord(block, round));
+          } else {
+            Tensor mO = params.tma_o.get_tma_tensor(
+                make_shape(params.seq.seqlen_q, params.head_dim, params.heads_q, params.batch));
+            return local_tile(mO(_, _, t.head, t.batch), StoreTile{}, make_coord(block, round));
+          }
+        };
+        Tensor gO = o_tile();
         auto tma_o = params.tma_o.get_slice(_0{});
         copy(params.tma_o, tma_o.partition_S(sO), tma_o.partition_D(gO));
         tma_store_arrive();

@@ -296,10 +296,25 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
       return Status(StatusCode::kCudaError, "cudaOccupancyMaxActiveClusters: no cluster of this kernel fits an SM group");
     }
   }
-  int const grid = int(tiles < slots ? tiles : slots);  // tiles and slots are multiples of kClusterM
   // Tiles of differing cost are dealt in balanced pairs (tile_scheduler.h)
-  // once some CTA gets two (tuning_table.h).
-  params.paired_tiles = costs_vary_by_tile(p) && pair_tiles(tiles, slots);
+  // once some CTA gets two (tuning_table.h). A serving kernel pairs units 2i
+  // and 2i+1 of each (head, batch), its query blocks from each sequence's
+  // own length (seq_info.h tile_work), when some sequence has more than one:
+  // an even number of units keeps every pair in one sequence (one empty unit
+  // more where the count is odd).
+  if constexpr (Traits::kServing) {
+    int64_t const even = (units + (units & 1)) * heads * p.batch;
+    params.paired_tiles =
+        m_blocks > 1 && serving_costs_vary_by_tile(p) && pair_tiles(even, slots) && even < (int64_t(1) << 31);
+    if (params.paired_tiles && (units & 1)) {
+      params.num_units = int32_t(units + 1);
+      params.num_tiles = int32_t(even);
+      params.divisors = make_tile_divisors(params.num_units, params.heads_q, params.group);
+    }
+  } else {
+    params.paired_tiles = costs_vary_by_tile(p) && pair_tiles(tiles, slots);
+  }
+  int const grid = int(params.num_tiles < slots ? params.num_tiles : slots);  // multiples of kClusterM
   if constexpr (Traits::kTailPlan) {
     if (params.paired_tiles) params.tail = tail_plan_for<Traits>(params, grid);
   }
@@ -317,6 +332,9 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
     if (params.tail.first_k != TailPlan::kNone) count_tail_plan_launch();
   }
   if constexpr (Traits::kCtasPerSm > 1) count_two_cta_launch();
+  if constexpr (Traits::kServing) {
+    if (params.paired_tiles) count_serving_pair_launch();
+  }
   return Status::Ok();
 }
 

@@ -16,6 +16,7 @@ struct KernelParams {
   using Element = typename Traits::Element;
   static constexpr int kClusterM = Traits::kClusterM;  // CTAs that share K/V loads (tile_scheduler.h)
   static constexpr bool kTailPlan = Traits::kTailPlan;  // tail_plan.h
+  static constexpr bool kServing = Traits::kServing;  // per-sequence lengths (tile_scheduler.h)
   typename Traits::TMA_Q tma_q;
   typename Traits::TMA_K tma_k;
   typename Traits::TMA_V tma_v;

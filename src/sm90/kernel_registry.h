@@ -49,6 +49,10 @@ void count_tail_plan_launch();
 // kCtasPerSm_), counted the same way: how tests see that dispatch took one.
 uint64_t two_cta_launches();
 void count_two_cta_launch();
+// Launches of serving kernels whose tiles were dealt in pairs within each
+// sequence (tile_scheduler.h; same bits as round robin), counted the same way.
+uint64_t serving_pair_launches();
+void count_serving_pair_launch();
 
 // "block_m=128 block_n=128, ..." for error messages: the tile shapes
 // compiled for (dtype, head_dim), plain or serving.

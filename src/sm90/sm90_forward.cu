@@ -25,12 +25,15 @@ namespace flashcore::sm90 {
 namespace {
 std::atomic<uint64_t> g_tail_plan_launches{0};
 std::atomic<uint64_t> g_two_cta_launches{0};
+std::atomic<uint64_t> g_serving_pair_launches{0};
 }  // namespace
 
 uint64_t tail_plan_launches() { return g_tail_plan_launches.load(std::memory_order_relaxed); }
 void count_tail_plan_launch() { g_tail_plan_launches.fetch_add(1, std::memory_order_relaxed); }
 uint64_t two_cta_launches() { return g_two_cta_launches.load(std::memory_order_relaxed); }
 void count_two_cta_launch() { g_two_cta_launches.fetch_add(1, std::memory_order_relaxed); }
+uint64_t serving_pair_launches() { return g_serving_pair_launches.load(std::memory_order_relaxed); }
+void count_serving_pair_launch() { g_serving_pair_launches.fetch_add(1, std::memory_order_relaxed); }
 
 const KernelEntry* kernel_table(int* count) {
   *count = int(sizeof(kKernelTable) / sizeof(kKernelTable[0]));

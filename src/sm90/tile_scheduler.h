@@ -23,6 +23,12 @@
 // (k*G + c)*2 + rank, so both walk the same number of key blocks in step
 // (tile_at below), usually of one head (mainloop_load.h).
 //
+// Serving kernels (per-sequence lengths) with a causal-like mask deal their
+// tiles in the same pairs, 2i and 2i+1 of one (head, batch) to one CTA, but
+// which query blocks those are comes from each sequence's own length
+// (seq_info.h tile_work pair_blocks: n-1-i and i of its n blocks), since the
+// launch's unit count is the longest sequence's.
+//
 // Kernels with kernel_traits.h kTailPlan (tail_policy.h): the last round or
 // two of pairs are dealt tile by tile from a host-built plan (tail_plan.h).
 //
@@ -57,8 +63,11 @@ struct StaticTileScheduler {
   CUTE_DEVICE bool valid(int tile) const { return tile < params.num_tiles; }
 
   CUTE_DEVICE TileCoord decode(int tile) const {
-    return decode_tile(tile, Params::kClusterM == 1 && params.paired_tiles, params.num_units, params.heads_q,
-                       params.batch, params.divisors);
+    // Serving kernels pair units 2i and 2i+1 of one (head, batch) in
+    // tile_work (their query blocks from each sequence's own length): the
+    // tile index itself decodes as unpaired.
+    return decode_tile(tile, Params::kClusterM == 1 && !Params::kServing && params.paired_tiles, params.num_units,
+                       params.heads_q, params.batch, params.divisors);
   }
 };
 
@@ -78,7 +87,7 @@ CUTE_DEVICE TileInfo tile_info(Scheduler const& scheduler, SeqParams const& seq,
   SeqInfo const si = seq_info<Traits::kServing>(seq, t.batch);
   return {t, si,
           tile_work<Traits::kBlockM, Traits::kBlockN, Traits::kServing, Traits::kIssueAhead, Traits::kFrontPad>(
-              seq, si, t.unit, row_shift_of(scheduler.params))};
+              seq, si, t.unit, row_shift_of(scheduler.params), Traits::kServing && scheduler.params.paired_tiles)};
 }
 
 }  // namespace flashcore::sm90

@@ -37,10 +37,30 @@ struct TileChoice {
 
 // A plain call whose mask makes tile costs differ between query blocks (a
 // right window, such as causal): its tiles are dealt in cost-balanced pairs
-// (tile_scheduler.h, pair_tiles below). Per-sequence lengths (serving calls,
-// the only ones that split keys) and packed decode break the pairing's premise.
+// (tile_scheduler.h, pair_tiles below). Not for the kernels of serving calls
+// (per-sequence lengths or split keys: serving_costs_vary_by_tile below) nor
+// packed decode (at most `group` rows, one query block).
 inline bool costs_vary_by_tile(const Problem& p) {
   return !packs_gqa(p) && !p.has_per_seq_lengths() && p.window_right < p.seqlen_k;
+}
+// A call a serving kernel runs (per-sequence lengths or split keys) whose
+// mask makes tile costs differ between a sequence's query blocks, and whose
+// sequences all have the same query length (KV-cache calls; varlen calls
+// whose packed rows fill every sequence to max_seqlen_q): its tiles are
+// dealt in pairs too, each sequence's blocks paired from its own length
+// (seq_info.h tile_work pair_blocks). Same-run A/B on an H200
+// (bench/results/2026-11-30-h200/call1-*, bf16, causal varlen, two rounds,
+// output bits identical): uniform batches 4-27% faster (B32 S512 D128 174
+// -> 138 us, B2 S8192 D256 1229 -> 898); sequences of mixed lengths 6-12%
+// slower (S*(j+1)/8 tokens for sequence j: the longest sequence sets the
+// units of every (head, batch), the shorter ones' empty pairs sit at the
+// same places in each, and the CTAs that draw those places run short, as a
+// simulation of the static deal shows), so those keep block order round
+// robin. FLASHCORE_SERVING_PAIRS=0 turns it off (the A/B baseline).
+inline bool serving_pairs_allowed();
+inline bool serving_costs_vary_by_tile(const Problem& p) {
+  bool const uniform_rows = !p.varlen_q || p.total_q == p.batch * p.seqlen_q;
+  return uniform_rows && !packs_gqa(p) && p.window_right < p.seqlen_k && serving_pairs_allowed();
 }
 // ... and grow along the query blocks (no left window: a sliding window's
 // tiles cost about the same and keep 128 rows).
@@ -231,6 +251,11 @@ inline bool cluster_eligible(const Problem& p, int block_m, int cluster_m, bool 
   if (!plain_unmasked(p)) return false;
   int64_t const blocks = ceil_div(p.seqlen_q, block_m);
   return pairs_may_straddle ? blocks * p.heads_q * p.batch % cluster_m == 0 : blocks % cluster_m == 0;
+}
+
+inline bool serving_pairs_allowed() {
+  static const bool allowed = env_switch_on("FLASHCORE_SERVING_PAIRS");
+  return allowed;
 }
 
 // FLASHCORE_CLUSTER=0 in the environment turns K/V multicast off.

@@ -310,6 +310,33 @@ TEST(TuningTable, NoTurnsForHeadDim128From1kKeys) {
   EXPECT_FALSE(has_no_turns_kernel(128, 64, 128));
 }
 
+// Serving kernels pair each sequence's query blocks only where every
+// sequence has the same query length (tuning_table.h
+// serving_costs_vary_by_tile): mixed lengths measured slower paired.
+TEST(TuningTable, ServingCallsPairTilesOnlyForEqualQueryLengths) {
+  flashcore::Problem varlen = problem(8, 16, 16, 2048, 2048);
+  varlen.varlen_q = varlen.varlen_k = true;
+  varlen.causal = true, varlen.window_right = 0;
+  varlen.total_q = 8 * 2048;
+  EXPECT_TRUE(serving_costs_vary_by_tile(varlen));
+  varlen.total_q = 8 * 2048 - 1;  // some sequence is shorter than max_seqlen_q
+  EXPECT_FALSE(serving_costs_vary_by_tile(varlen));
+
+  flashcore::Problem chunked = problem(4, 16, 16, 600, 4096);  // KV cache: every sequence 600 new rows
+  chunked.kv_cache = true;
+  chunked.causal = true, chunked.window_right = 0;
+  EXPECT_TRUE(serving_costs_vary_by_tile(chunked));
+  chunked.window_left = 300;  // a sliding window still bounds on the right
+  EXPECT_TRUE(serving_costs_vary_by_tile(chunked));
+  chunked.causal = false, chunked.window_right = flashcore::kUnboundedWindow;
+  EXPECT_FALSE(serving_costs_vary_by_tile(chunked));  // every block walks the window
+
+  flashcore::Problem decode = problem(64, 32, 8, 1, 4096);  // packed GQA decode: one block
+  decode.kv_cache = true;
+  decode.causal = true, decode.window_right = 0;
+  EXPECT_FALSE(serving_costs_vary_by_tile(decode));
+}
+
 TEST(TuningTable, TilesArePairedOnceSomeCtaGetsTwo) {
   EXPECT_FALSE(pair_tiles(1, kSms));
   EXPECT_FALSE(pair_tiles(kSms, kSms));

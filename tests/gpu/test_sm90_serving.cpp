@@ -18,6 +18,7 @@
 
 #include "flashcore/attention.h"
 #include "gpu_case.h"
+#include "sm90/kernel_registry.h"
 
 namespace fctest {
 namespace {
@@ -263,6 +264,36 @@ TEST(Sm90Serving, VarlenMatchesPlainCallsBitwise) {
   }
 }
 
+// Causal serving calls of more tiles than SMs whose sequences all have the
+// same query length deal each sequence's query blocks in pairs from its own
+// length (tile_scheduler.h, seq_info.h tile_work pair_blocks; tuning_table.h
+// serving_costs_vary_by_tile): varlen with an odd block count (9) and mixed
+// key lengths, a sliding window, and chunked prefill over a KV cache. Query
+// lengths that differ keep round robin. Every sequence keeps the bits of its
+// plain call either way.
+TEST(Sm90Serving, CausalServingCallsPairBlocksWithinEachSequence) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed() + 7);
+  for (Shape s : {Shape{DType::kBFloat16, 16, 4, 64, true}, Shape{DType::kFloat16, 16, 16, 128, true},
+                  Shape{DType::kBFloat16, 8, 8, 256, true}, Shape{DType::kFloat16, 16, 8, 128, true, 300}}) {
+    SCOPED_TRACE("d " + std::to_string(s.d) + " window " + std::to_string(s.window_left));
+    uint64_t const before = flashcore::sm90::serving_pair_launches();
+    std::vector<Seq> same = make_batch(s, {{1100, 1100}, {1100, 1500}, {1100, 3000}, {1100, 1100}, {1100, 2222}}, rng);
+    std::vector<Result> got = run_varlen(s, same, kNoSplit);
+    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 1) << "varlen tiles not dealt in pairs";
+    for (size_t b = 0; b < same.size(); ++b) expect_bitwise(got[b], run_plain(s, same[b]), "varlen", int(b));
+    std::vector<Seq> chunks = make_batch(s, {{600, 3000}, {600, 700}, {600, 601}}, rng);
+    std::vector<Result> cached = run_kvcache(s, chunks, 0, 0, rng, kNoSplit);
+    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 2) << "KV-cache tiles not dealt in pairs";
+    for (size_t b = 0; b < chunks.size(); ++b) expect_bitwise(cached[b], run_plain(s, chunks[b]), "cache", int(b));
+    std::vector<Seq> mixed =
+        make_batch(s, {{1000, 1000}, {129, 129}, {2049, 2049}, {1, 1}, {700, 1500}, {384, 384}, {63, 63}}, rng);
+    std::vector<Result> rr = run_varlen(s, mixed, kNoSplit);
+    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 2) << "mixed query lengths dealt in pairs";
+    for (size_t b = 0; b < mixed.size(); ++b) expect_bitwise(rr[b], run_plain(s, mixed[b]), "mixed varlen", int(b));
+  }
+}
+
 TEST(Sm90Serving, KvCacheContiguousAndPagedMatchPlainCallsBitwise) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed() + 1);
@@ -500,7 +531,8 @@ TEST(Sm90Serving, HeadDim256ServingCallsTakeOnly64KeyBlocks) {
 // Small serving shapes for compute-sanitizer (scripts/gpu-check runs
 // memcheck, racecheck and synccheck on *SanitizerSubset*): varlen tails,
 // paged pages of 16 and 64 (16- and 64-key chunks) with append, split-KV
-// decode across CTAs (head dims 64, 128 and 256) and in one.
+// decode across CTAs (head dims 64, 128 and 256) and in one, causal tiles
+// dealt in pairs within each sequence.
 TEST(Sm90Serving, SanitizerSubset) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed() + 4);
@@ -536,6 +568,15 @@ TEST(Sm90Serving, SanitizerSubset) {
   std::vector<Seq> dec256 = make_batch(s256, {{2, 40}, {2, 530}}, rng);
   std::vector<Result> paged256 = run_kvcache(s256, dec256, 16, 2, rng);  // the second one splits
   for (size_t b = 0; b < dec256.size(); ++b) expect_matches_float64(s256, dec256[b], paged256[b]);
+  // Causal varlen of equal query lengths and more tiles than SMs: each
+  // sequence's blocks dealt in pairs (3 blocks of 128 rows, one empty unit a
+  // head), mixed key lengths.
+  Shape const pairs{DType::kFloat16, 16, 16, 64, true};
+  uint64_t const before = flashcore::sm90::serving_pair_launches();
+  std::vector<Seq> same = make_batch(pairs, {{300, 300}, {300, 301}, {300, 900}, {300, 300}, {300, 555}, {300, 300}}, rng);
+  std::vector<Result> paired = run_varlen(pairs, same, kNoSplit);
+  EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 1);
+  for (size_t b = 0; b < same.size(); ++b) expect_bitwise(paired[b], run_plain(pairs, same[b]), "paired", int(b));
 }
 
 }  // namespace

@@ -131,6 +131,17 @@ BASE = [
     ("pgwB16S4096", "bf16", 16, 32, 4096, 128, "pagedwhole", ()),
     ("pgwB64S4096", "bf16", 64, 32, 4096, 128, "pagedwhole", ()),
 ]
+BASE += [
+    # The variable-length entry (attention_varlen) over packed BSHD copies of
+    # the same inputs, B sequences of S tokens (vc*: causal, vn*: no mask),
+    # or of S*(j+1)/B tokens for sequence j (vm*: causal, mixed lengths; its
+    # cuDNN column is the padded B x S batch, context only).
+    (f"{p}B{b}S{s}D{d}", "bf16", b, h, s, d, p, ())
+    for p in ("vc", "vm") for d, h in ((64, 32), (128, 16), (256, 8))
+    for b, s in ((32, 512), (16, 1024), (8, 2048), (4, 4096), (2, 8192))
+] + [("vnB32S512D128", "bf16", 32, 16, 512, 128, "vn", ()), ("vnB4S4096D128", "bf16", 4, 16, 4096, 128, "vn", ())]
+# The variable-length entry: tag -> (causal, mixed lengths).
+VARLEN = {"vc": (True, False), "vn": (False, False), "vm": (True, True)}
 # The cache entry over a contiguous cache: tag -> (layout, num_splits).
 CACHE = {"kv": ("bshd", None), "kv1": ("bshd", 1), "kvh": ("bhsd", None), "kvh1": ("bhsd", 1)}
 # ... over a BHSD page pool: tag -> (page size: "bench" the benchmark's,
@@ -248,7 +259,21 @@ def main():
             t = [torch.randn(B, H, S, D, device="cuda", dtype=dtypes[dt]) for _ in range(3 * sets)]
             o = torch.empty(B, H, S, D, device="cuda", dtype=dtypes[dt])
 
+        if causal in VARLEN:
+            vl_causal, mixed = VARLEN[causal]
+            lens = [S * (j + 1) // B if mixed else S for j in range(B)]
+            cu = torch.tensor([0] + lens, dtype=torch.int32).cumsum(0).to(torch.int32).cuda()
+
+            def packed(x):  # (B, H, S, D) -> (tokens, H, D): sequence j's first lens[j] rows
+                return torch.cat([x[j, :, :n].transpose(0, 1) for j, n in enumerate(lens)]).contiguous()
+
+            vt = [packed(x) for x in t]
+            vo = torch.empty_like(vt[0])
+
         def fc(i):
+            if causal in VARLEN:
+                return flashcore.attention_varlen(vt[3 * i], vt[3 * i + 1], vt[3 * i + 2], cu, cu, S, S,
+                                                  causal=vl_causal, out=vo, check=False)
             if causal in CACHE:
                 layout, splits = CACHE[causal]
                 src, dst = (cache, o_bshd) if layout == "bshd" else (t, o)
@@ -263,7 +288,8 @@ def main():
 
         def cudnn(i):
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return F.scaled_dot_product_attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], is_causal=causal is True,
+                return F.scaled_dot_product_attention(t[3 * i], t[3 * i + 1], t[3 * i + 2],
+                                                      is_causal=causal is True or VARLEN.get(causal, (0,))[0],
                                                       enable_gqa=decode)
 
         try:
@@ -274,7 +300,8 @@ def main():
         # Every variant so far changes scheduling, not arithmetic: the output
         # bits must match across variants (table() compares the fingerprints).
         bits = hashlib.sha1(got.cpu().numpy().tobytes()).hexdigest()[:12]
-        ref = cudnn(0).float()
+        ref = cudnn(0)
+        ref = (packed(ref) if causal in VARLEN else ref).float()
         err = ((got - ref).norm() / ref.norm()).item()
         if not err < 2e-2 and os.environ.get("NO_CHECK") != "1":
             out.append(f"{tag}:BAD{err:.1e}")
