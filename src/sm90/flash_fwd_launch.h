@@ -299,13 +299,17 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   // Tiles of differing cost are dealt in balanced pairs (tile_scheduler.h)
   // once some CTA gets two (tuning_table.h). A serving kernel pairs units 2i
   // and 2i+1 of each (head, batch), its query blocks from each sequence's
-  // own length (seq_info.h tile_work), when some sequence has more than one:
-  // an even number of units keeps every pair in one sequence (one empty unit
-  // more where the count is odd).
+  // own length (seq_info.h tile_work), when some sequence has more than one
+  // and the units are query blocks (a split plan's chunk count above them
+  // would leave the same units empty in every (head, batch): the stripes
+  // tuning_table.h serving_costs_vary_by_tile describes): an even number of
+  // units keeps every pair in one sequence (one empty unit more where the
+  // count is odd). Whether to pair is asked of the real tile count: a call
+  // that fits one wave runs every tile at once.
   if constexpr (Traits::kServing) {
     int64_t const even = (units + (units & 1)) * heads * p.batch;
-    params.paired_tiles =
-        m_blocks > 1 && serving_costs_vary_by_tile(p) && pair_tiles(even, slots) && even < (int64_t(1) << 31);
+    params.paired_tiles = m_blocks > 1 && units == m_blocks && serving_costs_vary_by_tile(p) &&
+                          pair_tiles(tiles, slots) && even < (int64_t(1) << 31);
     if (params.paired_tiles && (units & 1)) {
       params.num_units = int32_t(units + 1);
       params.num_tiles = int32_t(even);

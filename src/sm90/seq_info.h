@@ -26,6 +26,7 @@
 
 #include "sm90/mask.h"
 #include "sm90/split_policy.h"
+#include "sm90/tile_decode.h"
 
 namespace flashcore::sm90 {
 
@@ -131,11 +132,10 @@ CUTE_DEVICE int num_splits_of(SeqParams const& p, SeqInfo const& s) {
 // kFrontPad: the call's padding rows before row 0 (tail_policy.h
 // front_pad, kernel_params.h row_shift_of); otherwise it is not read.
 // pair_blocks (serving calls with a causal-like mask, tile_scheduler.h):
-// unit u of a sequence of n query blocks is block n-1-u/2 for even u and
-// (u-1)/2 for odd u (n-1, 0, n-2, 1, ...), so the pair of units 2i and 2i+1
-// (dealt to one CTA) costs about n+1 key blocks, whatever i; units from n on
-// are empty. n is the sequence's own, so the order depends on nothing else in
-// the batch, and a tile's arithmetic never on its unit's place in it.
+// unit u of a sequence of n query blocks is its block paired_block(u, n)
+// (tile_decode.h: n-1, 0, n-2, 1, ...); units from n on are empty. n is the
+// sequence's own, so the order depends on nothing else in the batch, and a
+// tile's arithmetic never on its unit's place in it.
 template <int kBlockM, int kBlockN, bool kServing = true, bool kOneBlockAtLeast = false, bool kFrontPad = false>
 CUTE_DEVICE TileWork tile_work(SeqParams const& p, SeqInfo const& s, int u, int row_shift = 0,
                                bool pair_blocks = false) {
@@ -168,7 +168,7 @@ CUTE_DEVICE TileWork tile_work(SeqParams const& p, SeqInfo const& s, int u, int 
   if (kServing && pair_blocks) {
     int const n = (rows + kBlockM - 1) / kBlockM;
     if (u >= n) return w;
-    u = (u & 1) ? (u >> 1) : n - 1 - (u >> 1);
+    u = paired_block(u, n);
   }
   int row_first = u * kBlockM;  // (in place, as in mask.h)
   if constexpr (kFrontPad) row_first -= row_shift;

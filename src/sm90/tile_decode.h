@@ -64,4 +64,11 @@ CUTE_HOST_DEVICE TileCoord decode_tile(int tile, bool paired_tiles, int num_unit
   return {unit, h, b};
 }
 
+// Serving kernels' causal pairs (seq_info.h tile_work, tile_scheduler.h):
+// unit u of a sequence of n query blocks (u < n) is its block n-1-u/2 for
+// even u and (u-1)/2 for odd u (n-1, 0, n-2, 1, ...), so units 2i and 2i+1,
+// dealt to one CTA, cost about n+1 key blocks together, whatever i; a
+// permutation of the n blocks (tests/cpp/test_tile_decode.cpp).
+CUTE_HOST_DEVICE int paired_block(int u, int n) { return (u & 1) ? (u >> 1) : n - 1 - (u >> 1); }
+
 }  // namespace flashcore::sm90

@@ -16,6 +16,7 @@ namespace {
 
 using flashcore::sm90::decode_tile;
 using flashcore::sm90::make_tile_divisors;
+using flashcore::sm90::paired_block;
 using flashcore::sm90::TileCoord;
 
 // The decode written with / and %, in int64.
@@ -112,6 +113,26 @@ TEST(TileDecode, KvHeadOfEveryGqaGroup) {
       ASSERT_EQ(d.group.div(head), head / group) << "head " << head << " group " << group;
     }
   }
+}
+
+// Serving kernels' causal pairs: for every block count n the units 0..n-1
+// cover each block once, and units 2i and 2i+1 are blocks n-1-i and i, whose
+// key blocks under a causal mask add up to the same n+1 for every pair (the
+// middle block alone when n is odd).
+TEST(TileDecode, ServingPairsPermuteEachSequencesBlocks) {
+  for (int n = 1; n <= 300; ++n) {
+    std::set<int> seen;
+    for (int u = 0; u < n; ++u) {
+      int const m = paired_block(u, n);
+      ASSERT_TRUE(m >= 0 && m < n) << "n " << n << " u " << u;
+      seen.insert(m);
+      if (u % 2 == 1) EXPECT_EQ(paired_block(u - 1, n) + 1 + m + 1, n + 1) << "n " << n << " pair " << u / 2;
+    }
+    EXPECT_EQ(int(seen.size()), n) << "n " << n;
+  }
+  EXPECT_EQ(paired_block(0, 5), 4);
+  EXPECT_EQ(paired_block(1, 5), 0);
+  EXPECT_EQ(paired_block(4, 5), 2);
 }
 
 }  // namespace

@@ -268,8 +268,8 @@ TEST(Sm90Serving, VarlenMatchesPlainCallsBitwise) {
 // same query length deal each sequence's query blocks in pairs from its own
 // length (tile_scheduler.h, seq_info.h tile_work pair_blocks; tuning_table.h
 // serving_costs_vary_by_tile): varlen with an odd block count (9) and mixed
-// key lengths, a sliding window, and chunked prefill over a KV cache. Query
-// lengths that differ keep round robin. Every sequence keeps the bits of its
+// key lengths, a sliding window, and chunked prefill over a KV cache (an
+// even count, 6). Query lengths that differ keep round robin. Every sequence keeps the bits of its
 // plain call either way.
 TEST(Sm90Serving, CausalServingCallsPairBlocksWithinEachSequence) {
   SKIP_WITHOUT_GPU();
@@ -282,7 +282,9 @@ TEST(Sm90Serving, CausalServingCallsPairBlocksWithinEachSequence) {
     std::vector<Result> got = run_varlen(s, same, kNoSplit);
     EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 1) << "varlen tiles not dealt in pairs";
     for (size_t b = 0; b < same.size(); ++b) expect_bitwise(got[b], run_plain(s, same[b]), "varlen", int(b));
-    std::vector<Seq> chunks = make_batch(s, {{600, 3000}, {600, 700}, {600, 601}}, rng);
+    // 6 blocks of 128 rows (an even count: no empty unit), 4 sequences: more
+    // tiles than SMs at 8 heads too.
+    std::vector<Seq> chunks = make_batch(s, {{700, 3000}, {700, 800}, {700, 701}, {700, 1500}}, rng);
     std::vector<Result> cached = run_kvcache(s, chunks, 0, 0, rng, kNoSplit);
     EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 2) << "KV-cache tiles not dealt in pairs";
     for (size_t b = 0; b < chunks.size(); ++b) expect_bitwise(cached[b], run_plain(s, chunks[b]), "cache", int(b));
