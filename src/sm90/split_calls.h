@@ -21,8 +21,18 @@ namespace flashcore::sm90 {
 // longest sequence's for varlen).
 inline int64_t rows_per_sequence(const Problem& p) { return packs_gqa(p) ? p.group() : p.seqlen_q; }
 
+// The fewest query rows a sequence of a varlen call can have: its packed
+// rows less the most the other sequences can hold (max_seqlen_q each).
+inline int64_t fewest_rows_per_sequence(const Problem& p) {
+  return p.varlen_q ? p.total_q - (p.batch - 1) * p.seqlen_q : rows_per_sequence(p);
+}
+
+// A varlen call plans chunks only if some sequence may have at most 64 rows
+// (seq_info.h decides per sequence; a sequence of more never splits): a
+// batch whose packed rows leave every sequence more (uniform prefill) runs
+// without a workspace, a combine kernel or units for chunks.
 inline bool may_split_keys(const Problem& p) {
-  if (p.has_per_seq_lengths()) return p.varlen_q || rows_per_sequence(p) <= kSplitMaxRows;
+  if (p.has_per_seq_lengths()) return fewest_rows_per_sequence(p) <= kSplitMaxRows;
   return (p.head_dim == 64 || p.head_dim == 128) && rows_per_sequence(p) <= kSplitMaxRows;
 }
 

@@ -62,8 +62,9 @@ TEST(SplitPolicy, BoundCoversEveryShorterSequence) {
 }
 
 // Which calls split (src/sm90/split_calls.h): serving calls of at most 64
-// rows a sequence (any varlen call, any head dim), and plain calls of at most
-// 64 rows after GQA packing at head dims 64 and 128.
+// rows a sequence (varlen calls whose packed rows allow a sequence that
+// short, any head dim), and plain calls of at most 64 rows after GQA packing
+// at head dims 64 and 128.
 flashcore::Problem decode(int64_t batch, int64_t hq, int64_t hkv, int64_t sq, int64_t sk, int64_t d) {
   flashcore::Problem p;
   p.batch = batch, p.heads_q = hq, p.heads_kv = hkv, p.seqlen_q = sq, p.seqlen_k = sk, p.head_dim = d;
@@ -80,6 +81,16 @@ TEST(SplitPolicy, PlainCallsOfAtMost64RowsSplitAtHeadDims64And128) {
   flashcore::Problem varlen = decode(4, 16, 16, 900, 4096, 96);
   varlen.varlen_q = varlen.varlen_k = true;
   EXPECT_TRUE(may_split_keys(varlen));  // its short sequences may split, whatever the longest
+  varlen.total_q = 3 * 900 + 64;  // the fewest rows a sequence can have: 64
+  EXPECT_TRUE(may_split_keys(varlen));
+  varlen.total_q = 3 * 900 + 65;  // every sequence has more than 64 rows: no chunks planned
+  EXPECT_FALSE(may_split_keys(varlen));
+  EXPECT_EQ(split_shape(varlen).max_splits, 1);
+  varlen.total_q = 4 * 900;  // uniform prefill
+  EXPECT_FALSE(may_split_keys(varlen));
+  flashcore::Problem chunked = decode(4, 16, 16, 65, 4096, 128);  // a KV cache's 65 new rows a sequence
+  chunked.kv_cache = true;
+  EXPECT_FALSE(may_split_keys(chunked));
   flashcore::Problem cache256 = decode(2, 16, 8, 1, 4096, 256);
   cache256.kv_cache = true;
   EXPECT_TRUE(may_split_keys(cache256));  // KV-cache decode at head dim 256: across CTAs

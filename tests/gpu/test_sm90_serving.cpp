@@ -279,7 +279,10 @@ TEST(Sm90Serving, CausalServingCallsPairBlocksWithinEachSequence) {
     SCOPED_TRACE("d " + std::to_string(s.d) + " window " + std::to_string(s.window_left));
     uint64_t const before = flashcore::sm90::serving_pair_launches();
     std::vector<Seq> same = make_batch(s, {{1100, 1100}, {1100, 1500}, {1100, 3000}, {1100, 1100}, {1100, 2222}}, rng);
-    std::vector<Result> got = run_varlen(s, same, kNoSplit);
+    // Split-KV as dispatch decides: no sequence of the batch can have 64 rows
+    // or fewer, so it plans no chunks (split_calls.h may_split_keys), whose
+    // count (up to 12 at 3000 keys) would exceed the 9 query blocks.
+    std::vector<Result> got = run_varlen(s, same, kSplitDefault);
     EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 1) << "varlen tiles not dealt in pairs";
     for (size_t b = 0; b < same.size(); ++b) expect_bitwise(got[b], run_plain(s, same[b]), "varlen", int(b));
     // 6 blocks of 128 rows (an even count: no empty unit), 4 sequences: more
@@ -576,7 +579,7 @@ TEST(Sm90Serving, SanitizerSubset) {
   Shape const pairs{DType::kFloat16, 16, 16, 64, true};
   uint64_t const before = flashcore::sm90::serving_pair_launches();
   std::vector<Seq> same = make_batch(pairs, {{300, 300}, {300, 301}, {300, 900}, {300, 300}, {300, 555}, {300, 300}}, rng);
-  std::vector<Result> paired = run_varlen(pairs, same, kNoSplit);
+  std::vector<Result> paired = run_varlen(pairs, same, kSplitDefault);  // no chunks planned (4 > 3 blocks)
   EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 1);
   for (size_t b = 0; b < same.size(); ++b) expect_bitwise(paired[b], run_plain(pairs, same[b]), "paired", int(b));
 }
