@@ -197,18 +197,12 @@ struct Epilogue {
                                             : w.m_block * (Traits::kBlockM / Traits::kStoreRows) + unit;
         auto const o_tile = [&] {
           using StoreTile = Shape<Int<Traits::kStoreRows>, Int<Traits::kStoreCols>>;
-          if constexpr (Traits::kServing) {
-            // Varlen q: one packed sequence of total_q rows (as Q's loads see
-            // it), this sequence's from its first row.
-            bool const packed = params.o_direct;
-            Tensor mO = params.tma_o.get_tma_tensor(make_shape(packed ? params.seq.total_q : params.seq.seqlen_q,
-                                                               params.head_dim, params.heads_q,
-                                                               packed ? 1 : params.batch));
-            return local_tile(domain_offset(make_coord(si.q_offset, _0{}), mO(_, _, t.head, packed ? 0 : t.batch)),
-                              StoreTile{}, make_coord(block, round));
+          if constexpr (Traits::kServing) {  // varlen q: this sequence's rows of the packed O
+            Tensor mO = rows_tma_tensor(params.tma_o, params, params.o_direct);
+            Tensor mO_seq = domain_offset(make_coord(si.q_offset, _0{}), mO(_, _, t.head, params.o_direct ? 0 : t.batch));
+            return local_tile(mO_seq, StoreTile{}, make_coord(block, round));
           } else {
-            Tensor mO = params.tma_o.get_tma_tensor(
-                make_shape(params.seq.seqlen_q, params.head_dim, params.heads_q, params.batch));
+            Tensor mO = rows_tma_tensor(params.tma_o, params, false);
             return local_tile(mO(_, _, t.head, t.batch), StoreTile{}, make_coord(block, round));
           }
         };

@@ -217,7 +217,6 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   // Query blocks, or the chunks of split sequences when each is a tile
   // (seq_params gives a folded call max_splits 1: seq_info.h tile_work).
   int64_t const units = m_blocks > params.seq.max_splits ? m_blocks : params.seq.max_splits;
-  params.num_units = int32_t(units);
   // The issue-ahead kernels' consumers take every tile as active (the next
   // tile's Q buffer is known in advance), the producer skips inactive ones:
   // a launch with any would deadlock, so refuse it (plain calls never have one).
@@ -228,8 +227,6 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   if (tiles >= (int64_t(1) << 31)) {
     return Status(StatusCode::kNotSupported, "problem has more than 2^31 query tiles");
   }
-  params.num_tiles = int32_t(tiles);
-  params.divisors = make_tile_divisors(int32_t(units), params.heads_q, params.group);
 
   auto kernel = flash_fwd_kernel<Traits>;
   int const smem = Traits::kSmemBytes;
@@ -299,25 +296,19 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   // Tiles of differing cost are dealt in balanced pairs (tile_scheduler.h)
   // once some CTA gets two (tuning_table.h). A serving kernel pairs units 2i
   // and 2i+1 of each (head, batch), its query blocks from each sequence's
-  // own length (seq_info.h tile_work), when some sequence has more than one
-  // and the units are query blocks (a split plan's chunk count above them
-  // would leave the same units empty in every (head, batch): the stripes
-  // tuning_table.h serving_costs_vary_by_tile describes): an even number of
-  // units keeps every pair in one sequence (one empty unit more where the
-  // count is odd). Whether to pair is asked of the real tile count: a call
-  // that fits one wave runs every tile at once.
-  if constexpr (Traits::kServing) {
-    int64_t const even = (units + (units & 1)) * heads * p.batch;
-    params.paired_tiles = m_blocks > 1 && units == m_blocks && serving_costs_vary_by_tile(p) &&
-                          pair_tiles(tiles, slots) && even < (int64_t(1) << 31);
-    if (params.paired_tiles && (units & 1)) {
-      params.num_units = int32_t(units + 1);
-      params.num_tiles = int32_t(even);
-      params.divisors = make_tile_divisors(params.num_units, params.heads_q, params.group);
-    }
-  } else {
-    params.paired_tiles = costs_vary_by_tile(p) && pair_tiles(tiles, slots);
-  }
+  // own length (seq_info.h tile_work), when the units are query blocks and
+  // some sequence has more than one; an even number of units keeps every
+  // pair in one sequence (one empty unit more where the count is odd).
+  int64_t const even_units = units + (units & 1);
+  params.paired_tiles =
+      pair_tiles(tiles, slots) && (Traits::kServing ? units == m_blocks && m_blocks > 1 &&
+                                                          serving_costs_vary_by_tile(p) &&
+                                                          even_units * heads * p.batch < (int64_t(1) << 31)
+                                                    : costs_vary_by_tile(p));
+  int64_t const launch_units = Traits::kServing && params.paired_tiles ? even_units : units;
+  params.num_units = int32_t(launch_units);
+  params.num_tiles = int32_t(launch_units * heads * p.batch);
+  params.divisors = make_tile_divisors(params.num_units, params.heads_q, params.group);
   int const grid = int(params.num_tiles < slots ? params.num_tiles : slots);  // multiples of kClusterM
   if constexpr (Traits::kTailPlan) {
     if (params.paired_tiles) params.tail = tail_plan_for<Traits>(params, grid);

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <cute/tensor.hpp>
+
 #include "sm90/seq_info.h"
 #include "sm90/tail_plan.h"
 #include "sm90/tile_decode.h"
@@ -73,6 +75,16 @@ struct KernelParams {
   struct NoFrontPad {};
   std::conditional_t<Traits::kFrontPad, int32_t, NoFrontPad> row_shift{};
 };
+
+// A (rows, dim, heads, batch) view for the TMA of Q or O: varlen queries
+// are one packed sequence of total_q rows (a sequence's own start is its
+// q_offset).
+template <class Traits, class Tma>
+CUTE_DEVICE auto rows_tma_tensor(Tma const& tma, KernelParams<Traits> const& params, bool varlen_q) {
+  SeqParams const& seq = params.seq;
+  return tma.get_tma_tensor(cute::make_shape(varlen_q ? seq.total_q : seq.seqlen_q, params.head_dim, params.heads_q,
+                                             varlen_q ? 1 : params.batch));
+}
 
 // The call's padding rows before row 0: a query block's first row is
 // m_block * block_m - row_shift_of(params). 0 without kFrontPad.

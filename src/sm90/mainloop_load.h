@@ -37,14 +37,6 @@ struct MainloopLoad {
   using PipelineState = typename Traits::PipelineState;
   static_assert(Traits::kBlockN / Traits::kChunk <= 32, "paged KV: one producer lane a chunk");
 
-  // Q's (rows, dim, heads, batch) view for TMA: varlen queries are one
-  // packed sequence.
-  CUTE_DEVICE static auto q_tensor(Params const& params, bool varlen_q) {
-    SeqParams const& seq = params.seq;
-    return params.tma_q.get_tma_tensor(make_shape(varlen_q ? seq.total_q : seq.seqlen_q, params.head_dim,
-                                                  params.heads_q, varlen_q ? 1 : params.batch));
-  }
-
   // Tile number `q_iter`'s Q (tile t, query block w.m_block) into its
   // buffer, once the tile that used the buffer before is done with it
   // (kernel_traits.h).
@@ -74,7 +66,7 @@ struct MainloopLoad {
   CUTE_DEVICE static void run_q(Params const& params, Storage& storage) {
     static_assert(Traits::kQWarp);  // plain kernels only: no varlen queries
     SeqParams const& seq = params.seq;
-    Tensor mQ = q_tensor(params, false);
+    Tensor mQ = rows_tma_tensor(params.tma_q, params, false);
     StaticTileScheduler<Params> scheduler{params};
     int iter = 0, q_iter = 0;
     CUTLASS_PRAGMA_NO_UNROLL
@@ -166,7 +158,7 @@ struct MainloopLoad {
     bool const varlen_k = Traits::kServing && seq.cu_seqlens_k != nullptr;
     bool const paged = Traits::kServing && params.block_table != nullptr;
 
-    Tensor mQ = q_tensor(params, varlen_q);
+    Tensor mQ = rows_tma_tensor(params.tma_q, params, varlen_q);
     int32_t const k_rows = varlen_k ? seq.total_k : seq.seqlen_k;
     int32_t const k_batch = varlen_k ? 1 : params.batch;
     Tensor mK = params.tma_k.get_tma_tensor(make_shape(k_rows, params.head_dim, params.heads_kv, k_batch));

@@ -40,9 +40,9 @@ struct TileChoice {
 // (tile_scheduler.h, pair_tiles below). Not for the kernels of serving calls
 // (per-sequence lengths or split keys: serving_costs_vary_by_tile below) nor
 // packed decode (at most `group` rows, one query block).
-inline bool costs_vary_by_tile(const Problem& p) {
-  return !packs_gqa(p) && !p.has_per_seq_lengths() && p.window_right < p.seqlen_k;
-}
+// (A right window, unless the call is packed decode.)
+inline bool mask_bounds_right(const Problem& p) { return !packs_gqa(p) && p.window_right < p.seqlen_k; }
+inline bool costs_vary_by_tile(const Problem& p) { return !p.has_per_seq_lengths() && mask_bounds_right(p); }
 // A call a serving kernel runs (per-sequence lengths or split keys) whose
 // mask makes tile costs differ between a sequence's query blocks, and whose
 // sequences all have the same query length (KV-cache calls; varlen calls
@@ -56,11 +56,12 @@ inline bool costs_vary_by_tile(const Problem& p) {
 // units of every (head, batch), the shorter ones' empty pairs sit at the
 // same places in each, and the CTAs that draw those places run short, as a
 // simulation of the static deal shows), so those keep block order round
-// robin. FLASHCORE_SERVING_PAIRS=0 turns it off (the A/B baseline).
+// robin. FLASHCORE_SERVING_PAIRS=0 turns it off (the A/B baseline;
+// serving_pairs_allowed below).
 inline bool serving_pairs_allowed();
 inline bool serving_costs_vary_by_tile(const Problem& p) {
-  bool const uniform_rows = !p.varlen_q || p.total_q == p.batch * p.seqlen_q;
-  return uniform_rows && !packs_gqa(p) && p.window_right < p.seqlen_k && serving_pairs_allowed();
+  bool const uniform_rows = fewest_rows_per_sequence(p) == rows_per_sequence(p);
+  return uniform_rows && mask_bounds_right(p) && serving_pairs_allowed();
 }
 // ... and grow along the query blocks (no left window: a sliding window's
 // tiles cost about the same and keep 128 rows).
@@ -253,6 +254,7 @@ inline bool cluster_eligible(const Problem& p, int block_m, int cluster_m, bool 
   return pairs_may_straddle ? blocks * p.heads_q * p.batch % cluster_m == 0 : blocks % cluster_m == 0;
 }
 
+// FLASHCORE_SERVING_PAIRS=0 in the environment turns serving pairs off.
 inline bool serving_pairs_allowed() {
   static const bool allowed = env_switch_on("FLASHCORE_SERVING_PAIRS");
   return allowed;

@@ -286,10 +286,11 @@ def main():
             return flashcore.attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], causal=causal is True, out=o,
                                        block_m=bm, block_n=bn)
 
+        masked = causal is True or (causal in VARLEN and VARLEN[causal][0])
+
         def cudnn(i):
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return F.scaled_dot_product_attention(t[3 * i], t[3 * i + 1], t[3 * i + 2],
-                                                      is_causal=causal is True or VARLEN.get(causal, (0,))[0],
+                return F.scaled_dot_product_attention(t[3 * i], t[3 * i + 1], t[3 * i + 2], is_causal=masked,
                                                       enable_gqa=decode)
 
         try:
