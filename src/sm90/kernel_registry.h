@@ -53,6 +53,9 @@ void count_two_cta_launch();
 // sequence (tile_scheduler.h; same bits as round robin), counted the same way.
 uint64_t serving_pair_launches();
 void count_serving_pair_launch();
+// Varlen calls dispatch ran as a dense batch on the plain kernels
+// (dense_varlen.h; same bits): how tests see that it did.
+uint64_t dense_varlen_calls();
 
 // "block_m=128 block_n=128, ..." for error messages: the tile shapes
 // compiled for (dtype, head_dim), plain or serving.

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <string>
 
+#include "sm90/dense_varlen.h"
 #include "sm90/device_info.h"
 #include "sm90/gqa_pack.h"
 #include "sm90/kernel_registry.h"
@@ -26,6 +27,7 @@ namespace {
 std::atomic<uint64_t> g_tail_plan_launches{0};
 std::atomic<uint64_t> g_two_cta_launches{0};
 std::atomic<uint64_t> g_serving_pair_launches{0};
+std::atomic<uint64_t> g_dense_varlen_calls{0};
 }  // namespace
 
 uint64_t tail_plan_launches() { return g_tail_plan_launches.load(std::memory_order_relaxed); }
@@ -34,6 +36,7 @@ uint64_t two_cta_launches() { return g_two_cta_launches.load(std::memory_order_r
 void count_two_cta_launch() { g_two_cta_launches.fetch_add(1, std::memory_order_relaxed); }
 uint64_t serving_pair_launches() { return g_serving_pair_launches.load(std::memory_order_relaxed); }
 void count_serving_pair_launch() { g_serving_pair_launches.fetch_add(1, std::memory_order_relaxed); }
+uint64_t dense_varlen_calls() { return g_dense_varlen_calls.load(std::memory_order_relaxed); }
 
 const KernelEntry* kernel_table(int* count) {
   *count = int(sizeof(kKernelTable) / sizeof(kKernelTable[0]));
@@ -90,7 +93,15 @@ SplitPlan plan_for(const Problem& p, const TileChoice& tile) {
 
 }  // namespace
 
-int64_t workspace_size(const Problem& p) { return p.is_empty() ? 0 : plan_for(p, choose_tile(p)).bytes; }
+// The call dispatch runs: a varlen call that is a dense batch as that batch
+// (dense_varlen.h), any other as it is.
+bool runs_dense(const Problem& p) { return varlen_is_dense_batch(p) && dense_varlen_allowed(); }
+
+int64_t workspace_size(const Problem& p) {
+  if (p.is_empty()) return 0;
+  Problem const d = runs_dense(p) ? dense_problem(p) : p;
+  return plan_for(d, choose_tile(d)).bytes;
+}
 
 namespace {
 
@@ -149,6 +160,10 @@ Status combine_splits(const AttentionArgs& args, const Problem& p, const LaunchP
 Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream, WorkspaceAllocFn allocate,
                void* context) {
   if (p.is_empty()) return Status::Ok();
+  if (runs_dense(p)) {
+    g_dense_varlen_calls.fetch_add(1, std::memory_order_relaxed);
+    return forward(dense_args(args, p), dense_problem(p), stream, allocate, context);
+  }
   int const arch = device_arch(p.device_index);
   if (arch != 90) {
     return Status(StatusCode::kNotSupported,

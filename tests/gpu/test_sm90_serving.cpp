@@ -299,6 +299,48 @@ TEST(Sm90Serving, CausalServingCallsPairBlocksWithinEachSequence) {
   }
 }
 
+// A varlen call whose sequences all have the same query and key lengths is
+// a dense batch (src/sm90/dense_varlen.h): dispatch runs it on the plain
+// kernels (head dim 64's 192-row multicast tile, causal issue-ahead, head dim
+// 256 with the serving kernels' 64 keys from 2k keys, query and key lengths
+// that differ, GQA, a sliding window) with every sequence's plain bits. Batches
+// with a sequence shorter than the bound, or of at most 64 rows (which may
+// split their keys), stay on the serving kernels.
+TEST(Sm90Serving, UniformVarlenRunsAsADenseBatch) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed() + 11);
+  struct Case {
+    Shape s;
+    int64_t sq, sk, seqs;
+  };
+  for (const Case& c : {Case{Shape{DType::kBFloat16, 16, 16, 64, false}, 512, 512, 8},
+                        Case{Shape{DType::kBFloat16, 16, 4, 64, true}, 512, 512, 6},
+                        Case{Shape{DType::kFloat16, 8, 8, 128, false}, 300, 700, 3},
+                        Case{Shape{DType::kFloat16, 16, 8, 128, true, 300}, 1100, 1100, 4},
+                        Case{Shape{DType::kBFloat16, 8, 2, 256, false}, 200, 2100, 3},
+                        Case{Shape{DType::kFloat16, 4, 4, 96, true}, 65, 65, 5}}) {
+    SCOPED_TRACE("d " + std::to_string(c.s.d) + " sq " + std::to_string(c.sq) + " sk " + std::to_string(c.sk));
+    uint64_t const before = flashcore::sm90::dense_varlen_calls();
+    std::vector<Seq> seqs = make_batch(c.s, std::vector<std::pair<int64_t, int64_t>>(c.seqs, {c.sq, c.sk}), rng);
+    std::vector<Result> got = run_varlen(c.s, seqs, kSplitDefault);
+    EXPECT_EQ(flashcore::sm90::dense_varlen_calls(), before + 1) << "not run as a dense batch";
+    for (size_t b = 0; b < seqs.size(); ++b) expect_bitwise(got[b], run_plain(c.s, seqs[b]), "dense varlen", int(b));
+  }
+  Shape const s{DType::kBFloat16, 8, 2, 128, true};
+  uint64_t const before = flashcore::sm90::dense_varlen_calls();
+  for (const std::vector<std::pair<int64_t, int64_t>>& lens :
+       {std::vector<std::pair<int64_t, int64_t>>{{300, 300}, {299, 300}, {300, 300}},
+        std::vector<std::pair<int64_t, int64_t>>{{300, 300}, {300, 299}},
+        std::vector<std::pair<int64_t, int64_t>>{{64, 3000}, {64, 3000}}}) {
+    std::vector<Seq> seqs = make_batch(s, lens, rng);
+    std::vector<Result> got = run_varlen(s, seqs, kSplitDefault);
+    for (size_t b = 0; b < seqs.size(); ++b) {
+      if (seqs[b].sq > 64) expect_bitwise(got[b], run_plain(s, seqs[b]), "serving varlen", int(b));
+    }
+  }
+  EXPECT_EQ(flashcore::sm90::dense_varlen_calls(), before) << "a batch that is not dense ran as one";
+}
+
 TEST(Sm90Serving, KvCacheContiguousAndPagedMatchPlainCallsBitwise) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed() + 1);
