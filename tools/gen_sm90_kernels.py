@@ -61,11 +61,13 @@ CLUSTER_TILES = (
 # ping-pong turns (kernel_traits.h kNoTurns_), one CTA and K/V multicast:
 # dispatch takes them for calls of 1k keys and up (tuning_table.h
 # tuned_no_turns, which lists the same tiles; the multicast twins since
-# 2026-11-27c: 2.2-3.1% faster from 2k keys on unmasked calls).
+# 2026-11-27c: 2.2-3.1% faster from 2k keys on unmasked calls; the serving
+# twin since 2026-11-30: 1.1-2.7% on varlen calls from 2k keys).
 NO_TURNS_TILES = (
     (128, 128, 128, 2),
 )
 CLUSTER_NO_TURNS_TILES = NO_TURNS_TILES
+SERVING_NO_TURNS_TILES = NO_TURNS_TILES
 # One-warpgroup plain tiles also compiled to run two CTAs an SM
 # (kernel_traits.h kCtasPerSm_; two K/V stages, which fit half an SM's shared
 # memory with two Q buffers and O apart): dispatch takes them for unmasked
@@ -83,6 +85,7 @@ KERNELS = [
                                                           (False, 2, False, True, 1, CLUSTER_NO_TURNS_TILES),
                                                           (False, 1, False, False, 2, TWO_CTA_TILES),
                                                           (True, 1, False, False, 1, SERVING_TILES),
+                                                          (True, 1, False, True, 1, SERVING_NO_TURNS_TILES),
                                                           (True, 1, True, False, 1, FOLD_TILES))
     for dt in ("fp16", "bf16")
     for (d, bm, bn, st) in tiles
@@ -92,6 +95,7 @@ assert all(t[1] == 64 for t in TWO_CTA_TILES), "two CTAs an SM: one consumer war
 
 assert set(NO_TURNS_TILES) <= set(PLAIN_TILES), "a tile without turns has a twin with them"
 assert set(CLUSTER_NO_TURNS_TILES) <= set(CLUSTER_TILES), "a multicast tile without turns has a twin with them"
+assert set(SERVING_NO_TURNS_TILES) <= set(SERVING_TILES), "a serving tile without turns has a twin with them"
 for _tiles in (PLAIN_TILES, CLUSTER_TILES, NO_TURNS_TILES, TWO_CTA_TILES, SERVING_TILES, FOLD_TILES):
     assert len({t[:3] for t in _tiles}) == len(_tiles), "one stage count a tile: dispatch does not pick stages"
 

@@ -79,8 +79,12 @@ struct AttentionArgs {
   // (1, Hq, total_q, D), lse (1, Hq, total_q, 1); sequence b owns rows
   // [cu_seqlens_q[b], cu_seqlens_q[b+1]). k/v likewise (1, Hkv, total_k, D)
   // with cu_seqlens_k. max_seqlen_q / max_seqlen_k bound every sequence's
-  // length (they size the grid; a longer sequence is clipped). Masks are
-  // aligned bottom-right per sequence.
+  // length (they size the grid; metadata that breaks them gives wrong
+  // numbers, never an access outside the tensors). Masks are aligned
+  // bottom-right per sequence. When the packed rows fill every sequence to
+  // the bounds (total_q = num_seqs * max_seqlen_q, and the same for keys:
+  // with valid metadata every sequence has exactly those lengths), the CUDA
+  // backend runs the call as the dense batch it is, with the same bits.
   const int32_t* cu_seqlens_q = nullptr;
   const int32_t* cu_seqlens_k = nullptr;
   int64_t num_seqs = 0;

@@ -206,7 +206,9 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream,
     }
   }
   tile.cluster_m = serving ? 1 : tuned_cluster(p, tile.block_m, tile.block_n);
-  bool const no_turns = !serving && tuned_no_turns(p, tile.block_m, tile.block_n);
+  // Serving calls too, unless they split their keys (serving kernels of
+  // 128-row tiles without turns: tools/gen_sm90_kernels.py SERVING_NO_TURNS_TILES).
+  bool const no_turns = plan.split.split_keys == 0 && tuned_no_turns(p, tile.block_m, tile.block_n);
   int const ctas_per_sm =
       serving ? 1 : tuned_two_ctas(p, tile.block_m, tile.block_n, device_sm_count(p.device_index)) ? 2 : 1;
   // Only a call that runs its chunks in one CTA takes the kernel with the fold.

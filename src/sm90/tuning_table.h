@@ -331,6 +331,13 @@ inline int tuned_cluster(const Problem& p, int block_m, int block_n) {
 //    causal at 512. (Multicast off there: 0.8-3.6% slower at 512 and 16k,
 //    level at head dim 256 512, and 1.0% faster at head dim 256 unmasked
 //    1k, the H100's reverse.)
+//  - The serving kernel of the same tile (varlen and KV-cache calls that do
+//    not split their keys; tools/gen_sm90_kernels.py SERVING_NO_TURNS_TILES)
+//    since 2026-11-30 (bench/results/2026-11-30b-h200/call4-*, against
+//    FLASHCORE_NO_TURNS=0 in the same build, varlen calls kept on the serving
+//    kernels, five rounds, medians): causal B2 S8192 1.7% faster, mixed
+//    lengths up to 8192 tokens 2.7%, unmasked B4 S4096 2.4%, causal 2k and 4k
+//    1.1% and 4.6% (4k's rounds spread by 10%), mixed up to 2k and 4k level.
 // The bits are those of the kernel with turns, so the choice may follow any
 // shape.
 constexpr bool has_no_turns_kernel(int head_dim, int block_m, int block_n) {

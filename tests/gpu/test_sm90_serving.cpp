@@ -18,6 +18,7 @@
 
 #include "flashcore/attention.h"
 #include "gpu_case.h"
+#include "api/validation.h"
 #include "sm90/kernel_registry.h"
 
 namespace fctest {
@@ -85,14 +86,17 @@ struct Result {
 };
 
 // One call (plain or serving): workspace, poisoned outputs, the call, the results.
+// `kernel`: that compiled kernel instead of dispatch's (an unsplit call).
 void run_call(AttentionArgs& a, int num_splits, DeviceTensor& dout, DeviceTensor& dlse, std::vector<double>& o,
-              std::vector<double>& l, bool workspace = true) {
+              std::vector<double>& l, bool workspace = true, const flashcore::sm90::KernelEntry* kernel = nullptr) {
   a.config.num_splits = num_splits;
   Workspace ws;
   if (workspace) ws.attach(a);
   dout.poison();
   dlse.poison();
-  flashcore::Status st = flashcore::attention_forward(a);
+  flashcore::Problem p;
+  flashcore::Status st = kernel == nullptr ? flashcore::attention_forward(a) : flashcore::validate(a, &p);
+  if (st.ok() && kernel != nullptr) st = flashcore::sm90::launch_plain(*kernel, a, p, nullptr);
   EXPECT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   o = dout.to_vector();
@@ -147,7 +151,8 @@ void expect_bitwise(const Result& got, const Result& want, const char* what, int
 }
 
 // Varlen: all sequences packed (THD); each compared to its plain call.
-std::vector<Result> run_varlen(const Shape& s, const std::vector<Seq>& seqs, int num_splits = kSplitDefault) {
+std::vector<Result> run_varlen(const Shape& s, const std::vector<Seq>& seqs, int num_splits = kSplitDefault,
+                               const flashcore::sm90::KernelEntry* kernel = nullptr) {
   int64_t total_q = 0, total_k = 0, max_q = 0, max_k = 0;
   std::vector<int32_t> cu_q{0}, cu_k{0};
   for (const Seq& x : seqs) {
@@ -175,7 +180,7 @@ std::vector<Result> run_varlen(const Shape& s, const std::vector<Seq>& seqs, int
   a.cu_seqlens_q = dcq.ptr, a.cu_seqlens_k = dck.ptr;
   a.num_seqs = int64_t(seqs.size()), a.max_seqlen_q = max_q, a.max_seqlen_k = max_k;
   std::vector<double> o, l;
-  run_call(a, num_splits, dout, dlse, o, l);
+  run_call(a, num_splits, dout, dlse, o, l, true, kernel);
   std::vector<Result> r;
   for (size_t b = 0; b < seqs.size(); ++b) r.push_back(slice_rows(o, l, s.hq, total_q, s.d, cu_q[b], seqs[b].sq));
   return r;
@@ -339,6 +344,41 @@ TEST(Sm90Serving, UniformVarlenRunsAsADenseBatch) {
     }
   }
   EXPECT_EQ(flashcore::sm90::dense_varlen_calls(), before) << "a batch that is not dense ran as one";
+}
+
+// The serving kernels without ping-pong turns (kernel_traits.h kNoTurns_,
+// tools/gen_sm90_kernels.py SERVING_NO_TURNS_TILES; dispatch takes them from
+// 1k keys, tuning_table.h tuned_no_turns) give every sequence the bits of
+// their twins with turns and of its plain call: varlen batches of mixed
+// lengths (a sequence with no keys, one longer in queries than in keys),
+// causal, a sliding window with GQA, unmasked, with more tiles than SMs.
+TEST(Sm90Serving, NoTurnsServingKernelsMatchTheirTwinsWithTurns) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed() + 13);
+  int n = 0, tested = 0;
+  const flashcore::sm90::KernelEntry* table = flashcore::sm90::kernel_table(&n);
+  for (int i = 0; i < n; ++i) {
+    const flashcore::sm90::KernelEntry& e = table[i];
+    if (!e.serving || !e.no_turns) continue;
+    const flashcore::sm90::KernelEntry* twin =
+        flashcore::sm90::find_kernel(e.dtype, e.head_dim, e.block_m, e.block_n, true, 1, false, false, 1);
+    ASSERT_NE(twin, nullptr) << e.name << ": no twin with turns";
+    ++tested;
+    for (Shape s : {Shape{e.dtype, 16, 16, e.head_dim, true}, Shape{e.dtype, 16, 4, e.head_dim, true, 300},
+                    Shape{e.dtype, 8, 8, e.head_dim, false}}) {
+      SCOPED_TRACE(std::string(e.name) + " causal " + std::to_string(s.causal) + " window " +
+                   std::to_string(s.window_left));
+      std::vector<Seq> seqs =
+          make_batch(s, {{1100, 1100}, {129, 2000}, {700, 300}, {300, 0}, {1000, 1500}, {65, 65}}, rng);
+      std::vector<Result> got = run_varlen(s, seqs, kNoSplit, &e);
+      std::vector<Result> want = run_varlen(s, seqs, kNoSplit, twin);
+      for (size_t b = 0; b < seqs.size(); ++b) {
+        expect_bitwise(got[b], want[b], "without turns against with turns", int(b));
+        expect_bitwise(got[b], run_plain(s, seqs[b]), "without turns against the plain call", int(b));
+      }
+    }
+  }
+  EXPECT_GT(tested, 0) << "no serving kernel without turns compiled";
 }
 
 TEST(Sm90Serving, KvCacheContiguousAndPagedMatchPlainCallsBitwise) {

@@ -3,3 +3,5 @@
 // are instantiated once for all of them.
 #include "sm90/instantiations/flash_fwd_serving_fp16_d128_m128_n128_s2.cu"
 #include "sm90/instantiations/flash_fwd_serving_bf16_d128_m128_n128_s2.cu"
+#include "sm90/instantiations/flash_fwd_serving_fp16_d128_m128_n128_s2_nt.cu"
+#include "sm90/instantiations/flash_fwd_serving_bf16_d128_m128_n128_s2_nt.cu"
