@@ -93,9 +93,11 @@ SplitPlan plan_for(const Problem& p, const TileChoice& tile) {
 
 }  // namespace
 
+namespace {
 // The call dispatch runs: a varlen call that is a dense batch as that batch
 // (dense_varlen.h), any other as it is.
 bool runs_dense(const Problem& p) { return varlen_is_dense_batch(p) && dense_varlen_allowed(); }
+}  // namespace
 
 int64_t workspace_size(const Problem& p) {
   if (p.is_empty()) return 0;
