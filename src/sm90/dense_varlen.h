@@ -19,8 +19,8 @@
 // test VarlenMatchesPlainCallsBitwise) provided both take the same key block
 // and neither splits its keys. So: at head dim 256 the key block of the
 // serving kernels (64 keys; a plain call takes 80 from 2k keys), and only
-// sequences of more than kSplitMaxRows query rows, which split on neither
-// path (split_calls.h may_split_keys). GPU test
+// calls that may not split their keys (split_calls.h may_split_keys:
+// sequences of more than 64 query rows, which split on neither path). GPU test
 // UniformVarlenRunsAsADenseBatch checks the bits and that dispatch took it.
 //
 // Host-only and CUDA-free: the CPU tests read it.
@@ -30,7 +30,7 @@
 
 #include "common/problem.h"
 #include "flashcore/attention.h"
-#include "sm90/split_policy.h"
+#include "sm90/split_calls.h"
 #include "sm90/tuning_table.h"
 
 namespace flashcore::sm90 {
@@ -44,8 +44,8 @@ inline bool dense_varlen_allowed() {
 
 // Whether a varlen call is a dense batch dispatch may run as one (above).
 inline bool varlen_is_dense_batch(const Problem& p) {
-  return p.varlen_q && p.varlen_k && !p.kv_cache && p.batch > 0 && p.seqlen_q > kSplitMaxRows &&
-         p.seqlen_k > 0 && p.total_q == p.batch * p.seqlen_q && p.total_k == p.batch * p.seqlen_k;
+  return p.varlen_q && p.varlen_k && !p.kv_cache && p.batch > 0 && p.seqlen_k > 0 && !may_split_keys(p) &&
+         p.total_q == p.batch * p.seqlen_q && p.total_k == p.batch * p.seqlen_k;
 }
 
 // A packed (1, H, total, D) view as (num_seqs, H, rows, D): sequence b's rows
@@ -78,7 +78,6 @@ inline AttentionArgs dense_args(AttentionArgs a, const Problem& p) {
   a.v = packed_as_batch(a.v, p.batch, p.seqlen_k);
   a.cu_seqlens_q = a.cu_seqlens_k = nullptr;
   a.num_seqs = a.max_seqlen_q = a.max_seqlen_k = 0;
-  a.config.num_splits = 0;
   return a;
 }
 
