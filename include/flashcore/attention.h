@@ -124,6 +124,10 @@ struct AttentionArgs {
   // the workspace when given one and otherwise merge their chunks in one
   // CTA (the same bits, less parallel at small batches).
   // config.num_splits = 1 turns splitting off.
+  // Varlen calls of mixed query lengths also keep a list of the tiles that
+  // have work here, which balances the GPU's load better: with fewer bytes
+  // than attention_workspace_size() (but enough for any split) they run
+  // without it, with the same bits.
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
 

@@ -140,7 +140,7 @@ typedef struct fc_attention_args {
   int64_t max_pages_per_seq;    /* with block_table: > 0; else 0 */
   fc_tensor k_new;              /* optional (k_new.data == NULL: none): (B, Hkv, S_new, D) */
   fc_tensor v_new;              /* with k_new: same shape and dtype */
-  void* workspace;              /* split-KV workspace (CUDA): fc_attention_workspace_size() bytes, 16-byte aligned */
+  void* workspace;              /* split-KV workspace and varlen tile list (CUDA): fc_attention_workspace_size() bytes, 16-byte aligned */
   int64_t workspace_bytes;      /* size of workspace in bytes */
 } fc_attention_args;
 

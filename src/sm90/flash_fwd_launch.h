@@ -20,6 +20,7 @@
 #include "sm90/recent_cache.h"
 #include "sm90/splitkv_plan.h"
 #include "sm90/tail_plan.h"
+#include "sm90/tile_list.h"
 #include "sm90/tuning_table.h"
 
 namespace flashcore::sm90 {
@@ -299,13 +300,19 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   // own length (seq_info.h tile_work), when the units are query blocks and
   // some sequence has more than one; an even number of units keeps every
   // pair in one sequence (one empty unit more where the count is odd).
+  //
+  // With a tile list (tile_list_plan.h) pairs are consecutive entries, so
+  // they need no even unit count, and sequences of mixed query lengths pair
+  // too: the list holds no empty unit (the other pairs' problem, above).
+  bool const listed = Traits::kServing && plan.tile_list != nullptr;
   int64_t const even_units = units + (units & 1);
   params.paired_tiles =
-      pair_tiles(tiles, slots) && (Traits::kServing ? units == m_blocks && m_blocks > 1 &&
-                                                          serving_costs_vary_by_tile(p) &&
-                                                          even_units * heads * p.batch < (int64_t(1) << 31)
-                                                    : costs_vary_by_tile(p));
-  int64_t const launch_units = Traits::kServing && params.paired_tiles ? even_units : units;
+      pair_tiles(tiles, slots) &&
+      (Traits::kServing ? m_blocks > 1 && (listed ? mask_bounds_right(p) && serving_pairs_allowed()
+                                                  : units == m_blocks && serving_costs_vary_by_tile(p) &&
+                                                        even_units * heads * p.batch < (int64_t(1) << 31))
+                        : costs_vary_by_tile(p));
+  int64_t const launch_units = Traits::kServing && params.paired_tiles && !listed ? even_units : units;
   params.num_units = int32_t(launch_units);
   params.num_tiles = int32_t(launch_units * heads * p.batch);
   params.divisors = make_tile_divisors(params.num_units, params.heads_q, params.group);
@@ -318,6 +325,20 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   // Not before the split-KV combine, which is faster launched as the
   // forward CTAs exit (launch_attrs.h).
   params.trigger_dependents_early = pdl_trigger_early() && !plan.split.across_ctas();
+  if constexpr (Traits::kServing) {
+    if (listed) {
+      TileListParams lp;
+      lp.seq = params.seq;
+      lp.batch = params.batch;
+      lp.heads = params.heads_q;
+      lp.num_units = params.num_units;
+      lp.capacity = int32_t(plan.tile_list_entries);
+      lp.list = plan.tile_list;
+      Status const st = launch_tile_list(lp, Traits::kBlockM, Traits::kBlockN, stream);
+      if (!st.ok()) return st;
+      params.tile_list = plan.tile_list;
+    }
+  }
   PdlLaunch launch(dim3(unsigned(grid)), dim3(Traits::kNumThreads), size_t(smem), stream, Traits::kClusterM);
   cudaError_t err = cudaLaunchKernelEx(&launch.config, kernel, params);
   if (err != cudaSuccess) {
@@ -329,6 +350,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   if constexpr (Traits::kCtasPerSm > 1) count_two_cta_launch();
   if constexpr (Traits::kServing) {
     if (params.paired_tiles) count_serving_pair_launch();
+    if (listed) count_tile_list_launch();
   }
   return Status::Ok();
 }

@@ -74,6 +74,12 @@ struct KernelParams {
   // kFrontPad only; last, so that no other member moves).
   struct NoFrontPad {};
   std::conditional_t<Traits::kFrontPad, int32_t, NoFrontPad> row_shift{};
+  // Serving kernels: the call's tile list (tile_list_plan.h; nullptr: none),
+  // built in the workspace before this kernel runs: [0] the count of tiles
+  // with work, [1 + i] entry i's index among the launch's tiles. Last, so
+  // that no other member moves.
+  struct NoTileList {};
+  std::conditional_t<Traits::kServing, const int32_t*, NoTileList> tile_list{};
 };
 
 // A (rows, dim, heads, batch) view for the TMA of Q or O: varlen queries

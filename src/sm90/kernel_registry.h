@@ -53,6 +53,10 @@ void count_two_cta_launch();
 // sequence (tile_scheduler.h; same bits as round robin), counted the same way.
 uint64_t serving_pair_launches();
 void count_serving_pair_launch();
+// Launches of serving kernels that dealt a tile list (tile_list_plan.h;
+// same bits as the launch's own deal), counted the same way.
+uint64_t tile_list_launches();
+void count_tile_list_launch();
 // Varlen calls dispatch ran as a dense batch on the plain kernels
 // (dense_varlen.h; same bits): how tests see that it did.
 uint64_t dense_varlen_calls();

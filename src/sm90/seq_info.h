@@ -125,6 +125,16 @@ CUTE_DEVICE int num_splits_of(SeqParams const& p, SeqInfo const& s) {
   return hi < 0 ? 1 : split_chunks_for<int32_t>(p.split_keys, p.split_max_chunks, s.seqlen_k, int32_t(hi));
 }
 
+// The units of a sequence that have work (tile_work below: every unit from
+// this count on is empty): its chunks when it splits (one when they are
+// folded into one tile), else its query blocks. A tile list (tile_list.cu)
+// holds exactly these.
+template <int kBlockM>
+CUTE_DEVICE int active_units(SeqParams const& p, SeqInfo const& s) {
+  if (splits(p, s)) return s.seqlen_q == 0 ? 0 : p.fold_splits ? 1 : num_splits_of(p, s);
+  return (s.seqlen_q + kBlockM - 1) / kBlockM;
+}
+
 // kOneBlockAtLeast: a query block whose rows are all fully masked still
 // visits one key block (every score of it masked: the rows come out as
 // without one, O = 0 and LSE = -inf), so that every tile takes the same path

@@ -17,6 +17,7 @@
 #include "sm90/splitkv_combine.h"
 #include "sm90/split_calls.h"
 #include "sm90/splitkv_plan.h"
+#include "sm90/tile_list_plan.h"
 #include "sm90/tuning_table.h"
 
 namespace flashcore::sm90 {
@@ -28,6 +29,7 @@ std::atomic<uint64_t> g_tail_plan_launches{0};
 std::atomic<uint64_t> g_two_cta_launches{0};
 std::atomic<uint64_t> g_serving_pair_launches{0};
 std::atomic<uint64_t> g_dense_varlen_calls{0};
+std::atomic<uint64_t> g_tile_list_launches{0};
 }  // namespace
 
 uint64_t tail_plan_launches() { return g_tail_plan_launches.load(std::memory_order_relaxed); }
@@ -36,6 +38,8 @@ uint64_t two_cta_launches() { return g_two_cta_launches.load(std::memory_order_r
 void count_two_cta_launch() { g_two_cta_launches.fetch_add(1, std::memory_order_relaxed); }
 uint64_t serving_pair_launches() { return g_serving_pair_launches.load(std::memory_order_relaxed); }
 void count_serving_pair_launch() { g_serving_pair_launches.fetch_add(1, std::memory_order_relaxed); }
+uint64_t tile_list_launches() { return g_tile_list_launches.load(std::memory_order_relaxed); }
+void count_tile_list_launch() { g_tile_list_launches.fetch_add(1, std::memory_order_relaxed); }
 uint64_t dense_varlen_calls() { return g_dense_varlen_calls.load(std::memory_order_relaxed); }
 
 const KernelEntry* kernel_table(int* count) {
@@ -91,6 +95,15 @@ SplitPlan plan_for(const Problem& p, const TileChoice& tile) {
   return fold_splits(plan_split(p), p, tile.block_m, device_sm_count(p.device_index));
 }
 
+// The tile list a call with that split plan runs with (tile_list_plan.h):
+// serving kernels run one CTA an SM.
+TileListPlan list_for(const Problem& p, const TileChoice& tile, const SplitPlan& split) {
+  return plan_tile_list(p, tile.block_m, split.fold ? 1 : split.max_splits, device_sm_count(p.device_index));
+}
+
+// The workspace: the split partials, then the tile list.
+int64_t workspace_bytes(const SplitPlan& split, const TileListPlan& list) { return split.bytes + list.bytes; }
+
 }  // namespace
 
 namespace {
@@ -102,7 +115,9 @@ bool runs_dense(const Problem& p) { return varlen_is_dense_batch(p) && dense_var
 int64_t workspace_size(const Problem& p) {
   if (p.is_empty()) return 0;
   Problem const d = runs_dense(p) ? dense_problem(p) : p;
-  return plan_for(d, choose_tile(d)).bytes;
+  TileChoice const tile = choose_tile(d);
+  SplitPlan const split = plan_for(d, tile);
+  return workspace_bytes(split, list_for(d, tile, split));
 }
 
 namespace {
@@ -207,6 +222,14 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream,
                         " (attention_workspace_size() gives the size)");
     }
   }
+  // The tile list (tile_list_plan.h) where there is workspace for it too;
+  // without, the call runs the launch's own deal (the same bits).
+  TileListPlan list = list_for(p, tile, plan.split);
+  if (list.used() && !can_allocate &&
+      (args.workspace == nullptr || args.workspace_bytes < workspace_bytes(plan.split, list))) {
+    list = TileListPlan{};
+  }
+  int64_t const bytes = workspace_bytes(plan.split, list);
   tile.cluster_m = serving ? 1 : tuned_cluster(p, tile.block_m, tile.block_n);
   // Serving calls too, unless they split their keys (serving kernels of
   // 128-row tiles without turns: tools/gen_sm90_kernels.py SERVING_NO_TURNS_TILES).
@@ -226,13 +249,13 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream,
   }
   // The workspace, allocated only now that the call runs, before anything
   // is enqueued.
-  if (plan.split.bytes > 0) {
+  if (bytes > 0) {
     void* workspace = args.workspace;
     if (can_allocate) {
-      workspace = allocate(context, plan.split.bytes);
+      workspace = allocate(context, bytes);
       if (workspace == nullptr) {
         return Status(StatusCode::kInvalidArgument,
-                      "the workspace allocator returned null for " + std::to_string(plan.split.bytes) + " bytes");
+                      "the workspace allocator returned null for " + std::to_string(bytes) + " bytes");
       }
     }
     if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
@@ -241,6 +264,10 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream,
                                                       : "args.workspace must be 16-byte aligned");
     }
     plan.workspace = workspace;
+    if (list.used()) {  // after the partials (256-byte multiples)
+      plan.tile_list = reinterpret_cast<int32_t*>(static_cast<char*>(workspace) + plan.split.bytes);
+      plan.tile_list_entries = list.entries;
+    }
   }
   if (p.seqlen_new > 0) {
     Status st = append_new_kv(args, p, stream);

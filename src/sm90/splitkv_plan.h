@@ -107,6 +107,10 @@ inline void row_strides(const TensorView& t, const Problem& p, int64_t (&s)[3]) 
 struct LaunchPlan {
   SplitPlan split;
   void* workspace = nullptr;  // split.bytes of it when split.split_keys > 0
+  // The call's tile list (tile_list_plan.h) in the workspace after the
+  // split partials: tile_list_entries entries and their count; nullptr: none.
+  int32_t* tile_list = nullptr;
+  int64_t tile_list_entries = 0;
 };
 
 }  // namespace flashcore::sm90

@@ -32,6 +32,12 @@
 // Kernels with kernel_traits.h kTailPlan (tail_policy.h): the last round or
 // two of pairs are dealt tile by tile from a host-built plan (tail_plan.h).
 //
+// Serving calls with a tile list (tile_list_plan.h: varlen calls of mixed
+// query lengths) deal list entries instead: only the tiles with work,
+// costliest sequence first, in rounds of alternating direction
+// (tile_decode.h listed_tile_at); an entry holds the launch tile it stands
+// for, decoded as above, and the count of entries ends the walk.
+//
 // The assignment depends only on the shape, never on timing or data; a tile's
 // result does not depend on which CTA computes it: results are bitwise
 // reproducible and batch-invariant.
@@ -56,13 +62,24 @@ struct StaticTileScheduler {
     // is k * G + b: the same formula. Those calls have no mask, so never
     // paired tiles: left out of their (24-register) producer.
     int g = gridDim.x, b = blockIdx.x;
+    if constexpr (Params::kServing) {
+      if (params.tile_list != nullptr) return listed_tile_at(k, b, g, params.paired_tiles);
+    }
     if (Params::kClusterM > 1 || !params.paired_tiles) return k * g + b;
     if constexpr (Params::kTailPlan) return paired_tile_at(k, b, g, params.tail, params.num_tiles);
     return 2 * ((k >> 1) * g + b) + (k & 1);
   }
-  CUTE_DEVICE bool valid(int tile) const { return tile < params.num_tiles; }
+  CUTE_DEVICE bool valid(int tile) const {
+    if constexpr (Params::kServing) {
+      if (params.tile_list != nullptr) return tile < load_index(params.tile_list);
+    }
+    return tile < params.num_tiles;
+  }
 
   CUTE_DEVICE TileCoord decode(int tile) const {
+    if constexpr (Params::kServing) {
+      if (params.tile_list != nullptr) tile = load_index(params.tile_list + 1 + tile);
+    }
     // Serving kernels pair units 2i and 2i+1 of one (head, batch) in
     // tile_work (their query blocks from each sequence's own length): the
     // tile index itself decodes as unpaired.

@@ -9,12 +9,14 @@
 #include <random>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "sm90/tile_decode.h"
 
 namespace {
 
 using flashcore::sm90::decode_tile;
+using flashcore::sm90::listed_tile_at;
 using flashcore::sm90::make_tile_divisors;
 using flashcore::sm90::paired_block;
 using flashcore::sm90::TileCoord;
@@ -135,4 +137,38 @@ TEST(TileDecode, ServingPairsPermuteEachSequencesBlocks) {
   EXPECT_EQ(paired_block(4, 5), 2);
 }
 
+// A tile list's deal (tile_scheduler.h with a list): every entry goes to
+// exactly one CTA, each CTA's entries grow with k (the walk stops at the
+// first one past the count), paired entries 2j and 2j+1 go to one CTA, and
+// rounds alternate direction: the CTA with the first slot of round r has the
+// last slot of round r+1.
+TEST(TileDecode, TileListDealIsAPermutationInRoundsOfAlternatingDirection) {
+  for (bool paired : {false, true}) {
+    for (int g : {1, 2, 7, 132}) {
+      for (int count : {0, 1, 2, 131, 132, 133, 264, 1001}) {
+        std::vector<int> owner(count, -1);
+        for (int b = 0; b < g; ++b) {
+          int last = -1;
+          for (int k = 0;; ++k) {
+            int const t = listed_tile_at(k, b, g, paired);
+            ASSERT_GT(t, last) << "g " << g << " b " << b << " k " << k;
+            last = t;
+            if (t >= count) break;
+            ASSERT_EQ(owner[t], -1) << "entry " << t << " dealt twice";
+            owner[t] = b;
+            if (paired && (t & 1)) EXPECT_EQ(owner[t - 1], b) << "pair " << t / 2 << " split over two CTAs";
+          }
+        }
+        for (int t = 0; t < count; ++t) ASSERT_NE(owner[t], -1) << "entry " << t << " of " << count << " never dealt";
+      }
+    }
+    int const step = paired ? 2 : 1;
+    EXPECT_EQ(listed_tile_at(0, 0, 132, paired), 0);
+    EXPECT_EQ(listed_tile_at(step, 0, 132, paired), (2 * 132 - 1) * step);  // round 1, slot 131 of it
+    EXPECT_EQ(listed_tile_at(step, 131, 132, paired), 132 * step);          // round 1, slot 0 of it
+    EXPECT_EQ(listed_tile_at(2 * step, 0, 132, paired), 2 * 132 * step);    // round 2, forward again
+  }
+}
+
 }  // namespace
+

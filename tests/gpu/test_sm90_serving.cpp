@@ -151,8 +151,10 @@ void expect_bitwise(const Result& got, const Result& want, const char* what, int
 }
 
 // Varlen: all sequences packed (THD); each compared to its plain call.
+// workspace = false: none (a call that then needs one for its split is an
+// error; one that would hold a tile list runs without it).
 std::vector<Result> run_varlen(const Shape& s, const std::vector<Seq>& seqs, int num_splits = kSplitDefault,
-                               const flashcore::sm90::KernelEntry* kernel = nullptr) {
+                               const flashcore::sm90::KernelEntry* kernel = nullptr, bool workspace = true) {
   int64_t total_q = 0, total_k = 0, max_q = 0, max_k = 0;
   std::vector<int32_t> cu_q{0}, cu_k{0};
   for (const Seq& x : seqs) {
@@ -180,7 +182,7 @@ std::vector<Result> run_varlen(const Shape& s, const std::vector<Seq>& seqs, int
   a.cu_seqlens_q = dcq.ptr, a.cu_seqlens_k = dck.ptr;
   a.num_seqs = int64_t(seqs.size()), a.max_seqlen_q = max_q, a.max_seqlen_k = max_k;
   std::vector<double> o, l;
-  run_call(a, num_splits, dout, dlse, o, l, true, kernel);
+  run_call(a, num_splits, dout, dlse, o, l, workspace, kernel);
   std::vector<Result> r;
   for (size_t b = 0; b < seqs.size(); ++b) r.push_back(slice_rows(o, l, s.hq, total_q, s.d, cu_q[b], seqs[b].sq));
   return r;
@@ -296,11 +298,58 @@ TEST(Sm90Serving, CausalServingCallsPairBlocksWithinEachSequence) {
     std::vector<Result> cached = run_kvcache(s, chunks, 0, 0, rng, kNoSplit);
     EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 2) << "KV-cache tiles not dealt in pairs";
     for (size_t b = 0; b < chunks.size(); ++b) expect_bitwise(cached[b], run_plain(s, chunks[b]), "cache", int(b));
+    // Mixed query lengths pair through a tile list (tile_list_plan.h: no
+    // empty units); a call without one (no workspace for it) keeps round robin.
     std::vector<Seq> mixed =
         make_batch(s, {{1000, 1000}, {129, 129}, {2049, 2049}, {1, 1}, {700, 1500}, {384, 384}, {63, 63}}, rng);
+    uint64_t const lists = flashcore::sm90::tile_list_launches();
     std::vector<Result> rr = run_varlen(s, mixed, kNoSplit);
-    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 2) << "mixed query lengths dealt in pairs";
+    EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 1) << "mixed query lengths without a tile list";
+    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 3) << "listed mixed query lengths not paired";
     for (size_t b = 0; b < mixed.size(); ++b) expect_bitwise(rr[b], run_plain(s, mixed[b]), "mixed varlen", int(b));
+    rr = run_varlen(s, mixed, kNoSplit, nullptr, /*workspace=*/false);
+    EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 1) << "a tile list without workspace";
+    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 3) << "mixed query lengths paired without a list";
+    for (size_t b = 0; b < mixed.size(); ++b) expect_bitwise(rr[b], run_plain(s, mixed[b]), "unlisted", int(b));
+  }
+}
+
+// Varlen calls of mixed query lengths and more launch tiles than SMs run
+// with a tile list (tile_list_plan.h: only the tiles with work, costliest
+// sequence first): every sequence keeps the bits of its plain call. Head
+// dims 64 (128- and 64-row serving tiles), 96, 128 and 256 (64-key blocks),
+// causal, unmasked, a sliding window with GQA; sequences without keys or
+// rows, longer in queries than in keys; and with split-KV as dispatch
+// decides, where the short sequences split across CTAs (the list after the
+// partials in the workspace) and are compared with their own varlen calls
+// alone (batch invariance; a call of one sequence takes no list).
+TEST(Sm90Serving, TileListsKeepEverySequencesBits) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(data_seed() + 17);
+  for (Shape s : {Shape{DType::kBFloat16, 16, 16, 64, true}, Shape{DType::kFloat16, 8, 2, 64, false},
+                  Shape{DType::kFloat16, 8, 8, 96, true}, Shape{DType::kBFloat16, 16, 4, 128, true, 300},
+                  Shape{DType::kFloat16, 16, 16, 128, false}, Shape{DType::kBFloat16, 8, 8, 256, true}}) {
+    SCOPED_TRACE("d " + std::to_string(s.d) + " causal " + std::to_string(s.causal) + " window " +
+                 std::to_string(s.window_left));
+    std::vector<Seq> seqs = make_batch(
+        s, {{1500, 1500}, {129, 2000}, {700, 300}, {300, 0}, {0, 40}, {2600, 2600}, {65, 65}, {900, 1200}}, rng);
+    uint64_t const before = flashcore::sm90::tile_list_launches();
+    std::vector<Result> got = run_varlen(s, seqs, kNoSplit);
+    EXPECT_EQ(flashcore::sm90::tile_list_launches(), before + 1) << "no tile list";
+    for (size_t b = 0; b < seqs.size(); ++b) expect_bitwise(got[b], run_plain(s, seqs[b]), "listed", int(b));
+    if (s.d == 96) continue;  // (no split-KV at head dim 96)
+    std::vector<Seq> with_short = seqs;
+    for (auto [sq, sk] : {std::pair<int64_t, int64_t>{1, 3000}, {17, 5000}, {64, 64}}) {
+      with_short.push_back(make_seq(s, sq, sk, rng));
+    }
+    got = run_varlen(s, with_short, kSplitDefault);
+    EXPECT_EQ(flashcore::sm90::tile_list_launches(), before + 2) << "no tile list beside split partials";
+    for (size_t b = 0; b < with_short.size(); ++b) {
+      Result const want = with_short[b].sq <= 64 ? run_varlen(s, {with_short[b]}, kSplitDefault)[0]
+                                                 : run_plain(s, with_short[b]);
+      expect_bitwise(got[b], want, "listed with splits", int(b));
+    }
+    EXPECT_EQ(flashcore::sm90::tile_list_launches(), before + 2) << "a call of one sequence took a tile list";
   }
 }
 
@@ -528,8 +577,9 @@ TEST(Sm90Serving, SplitKvInOneCtaMatchesAcrossCtasBitwise) {
 
 // attention_forward with a workspace allocator (what the Python bindings
 // use): asked once, for attention_workspace_size's bytes, only by a call that
-// splits across CTAs; the same bits as a call given that workspace; a null
-// allocation is a clear error.
+// splits across CTAs (or keeps a tile list: TileListsKeepEverySequencesBits);
+// the same bits as a call given that workspace; a null allocation is a clear
+// error.
 struct CountingAlloc {
   int calls = 0;
   int64_t bytes = 0;
@@ -664,6 +714,18 @@ TEST(Sm90Serving, SanitizerSubset) {
   std::vector<Result> paired = run_varlen(pairs, same, kSplitDefault);  // no chunks planned (4 > 3 blocks)
   EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 1);
   for (size_t b = 0; b < same.size(); ++b) expect_bitwise(paired[b], run_plain(pairs, same[b]), "paired", int(b));
+  // Mixed query lengths: the tile-list builder (tile_list.cu: its scan over
+  // the warps in shared memory) and the attention kernel dealing the list in
+  // pairs, beside a short sequence split across CTAs (the list after the
+  // partials in the workspace).
+  uint64_t const lists = flashcore::sm90::tile_list_launches();
+  std::vector<Seq> mixed = make_batch(pairs, {{300, 300}, {1, 900}, {700, 700}, {129, 555}, {0, 3}, {450, 450}}, rng);
+  std::vector<Result> listed = run_varlen(pairs, mixed, kSplitDefault);
+  EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 1);
+  for (size_t b = 0; b < mixed.size(); ++b) {
+    if (mixed[b].sq > 64) expect_bitwise(listed[b], run_plain(pairs, mixed[b]), "listed", int(b));
+  }
+  expect_matches_float64(pairs, mixed[1], listed[1]);
 }
 
 }  // namespace

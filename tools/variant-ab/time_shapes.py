@@ -139,9 +139,30 @@ BASE += [
     (f"{p}B{b}S{s}D{d}", "bf16", b, h, s, d, p, ())
     for p in ("vc", "vm") for d, h in ((64, 32), (128, 16), (256, 8))
     for b, s in ((32, 512), (16, 1024), (8, 2048), (4, 4096), (2, 8192))
-] + [("vnB32S512D128", "bf16", 32, 16, 512, 128, "vn", ()), ("vnB4S4096D128", "bf16", 4, 16, 4096, 128, "vn", ())]
-# The variable-length entry: tag -> (causal, mixed lengths).
-VARLEN = {"vc": (True, False), "vn": (False, False), "vm": (True, True)}
+] + [("vnB32S512D128", "bf16", 32, 16, 512, 128, "vn", ()), ("vnB4S4096D128", "bf16", 4, 16, 4096, 128, "vn", ())] + [
+    # Mixed lengths without a mask (vu*: S*(j+1)/B tokens), and random lengths
+    # (vr*: causal, vq*: no mask; sequence j of a fixed draw from S/16 to S
+    # tokens, the same every run: _lengths), as serving prefill batches are.
+    (f"{p}B{b}S{s}D{d}", "bf16", b, h, s, d, p, ())
+    for p in ("vu", "vr", "vq") for d, h in ((64, 32), (128, 16), (256, 8))
+    for b, s in ((32, 1024), (16, 2048), (8, 4096), (4, 8192))
+]
+# The variable-length entry: tag -> (causal, lengths: "same" S each, "ramp"
+# S*(j+1)/B for sequence j, "random" _lengths).
+VARLEN = {"vc": (True, "same"), "vn": (False, "same"), "vm": (True, "ramp"), "vu": (False, "ramp"),
+          "vr": (True, "random"), "vq": (False, "random")}
+
+
+def _lengths(kind, B, S):
+    """Sequence lengths of a varlen row (VARLEN): for "random", a draw seeded
+    by (B, S) alone, so every run and variant times the same batch."""
+    if kind == "same":
+        return [S] * B
+    if kind == "ramp":
+        return [S * (j + 1) // B for j in range(B)]
+    import random
+    rng = random.Random(B * 100003 + S)
+    return [rng.randint(max(1, S // 16), S) for _ in range(B)]
 # The cache entry over a contiguous cache: tag -> (layout, num_splits).
 CACHE = {"kv": ("bshd", None), "kv1": ("bshd", 1), "kvh": ("bhsd", None), "kvh1": ("bhsd", 1)}
 # ... over a BHSD page pool: tag -> (page size: "bench" the benchmark's,
@@ -260,8 +281,8 @@ def main():
             o = torch.empty(B, H, S, D, device="cuda", dtype=dtypes[dt])
 
         if causal in VARLEN:
-            vl_causal, mixed = VARLEN[causal]
-            lens = [S * (j + 1) // B if mixed else S for j in range(B)]
+            vl_causal, kind = VARLEN[causal]
+            lens = _lengths(kind, B, S)
             cu = torch.tensor([0] + lens, dtype=torch.int32).cumsum(0).to(torch.int32).cuda()
 
             def packed(x):  # (B, H, S, D) -> (tokens, H, D): sequence j's first lens[j] rows
@@ -301,8 +322,14 @@ def main():
         # Every variant so far changes scheduling, not arithmetic: the output
         # bits must match across variants (table() compares the fingerprints).
         bits = hashlib.sha1(got.cpu().numpy().tobytes()).hexdigest()[:12]
-        ref = cudnn(0)
-        ref = (packed(ref) if causal in VARLEN else ref).float()
+        if causal in VARLEN and not VARLEN[causal][0] and VARLEN[causal][1] != "same":
+            # Unmasked mixed lengths: in the padded batch a sequence would
+            # also see the padding's keys, so each sequence alone.
+            ref = torch.cat([F.scaled_dot_product_attention(*(x[j:j + 1, :, :n] for x in t[:3]))[0].transpose(0, 1)
+                             for j, n in enumerate(lens)]).float()
+        else:
+            ref = cudnn(0)
+            ref = (packed(ref) if causal in VARLEN else ref).float()
         err = ((got - ref).norm() / ref.norm()).item()
         if not err < 2e-2 and os.environ.get("NO_CHECK") != "1":
             out.append(f"{tag}:BAD{err:.1e}")

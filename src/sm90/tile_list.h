@@ -1,0 +1,31 @@
+// The tile-list builder (tile_list_plan.h says which calls take a list and
+// why): a one-CTA kernel that reads the call's lengths and writes, into
+// the workspace, the count of tiles with work and each one's index in the
+// launch's (unit, head, batch) order (tile_decode.h), costliest sequence
+// first. The attention kernel then deals list entries instead of launch
+// tiles (tile_scheduler.h).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "flashcore/attention.h"
+#include "sm90/seq_info.h"
+
+namespace flashcore::sm90 {
+
+struct TileListParams {
+  SeqParams seq{};  // the call's lengths, mask and split plan, as the attention kernel reads them
+  int32_t batch = 0, heads = 0;
+  int32_t num_units = 0;  // the launch's units per (head, batch)
+  int32_t capacity = 0;   // entries the list holds (tile_list_plan.h)
+  int32_t* list = nullptr;  // [0]: the count; [1 + i]: entry i
+};
+
+// Launches the builder for a serving tile of block_m x block_n (the tiles
+// serving kernels have: 64 x 128, 128 x 128, 128 x 64) on `stream`, as a
+// programmatic dependent of the kernel before it.
+Status launch_tile_list(const TileListParams& params, int block_m, int block_n, cudaStream_t stream);
+
+}  // namespace flashcore::sm90

@@ -1,0 +1,59 @@
+// Which calls run with a tile list (src/sm90/tile_list_plan.h) and how many
+// entries it holds: pure host arithmetic, so it runs on every machine; the
+// GPU test TileListsKeepEverySequencesBits checks the bits and that dispatch
+// took one.
+#include <gtest/gtest.h>
+
+#include "common/problem.h"
+#include "sm90/tile_list_plan.h"
+
+namespace fctest {
+namespace {
+
+using flashcore::Problem;
+using namespace flashcore::sm90;
+
+// A varlen problem of `seqs` sequences: bound sq, packed rows tq.
+Problem varlen(int64_t seqs, int64_t sq, int64_t tq, int64_t heads = 16) {
+  Problem p;
+  p.batch = seqs, p.heads_q = heads, p.heads_kv = heads, p.head_dim = 128;
+  p.seqlen_q = sq, p.seqlen_k = sq, p.total_q = tq, p.total_k = tq;
+  p.varlen_q = p.varlen_k = true;
+  return p;
+}
+
+TEST(TileListPlan, MixedQueryLengthsOfMoreThanOneWaveTakeAList) {
+  // 4 sequences of up to 4096 rows, 10240 packed: 32 units of 128 rows a
+  // (head, batch), 2048 launch tiles on 132 CTAs; at most 10240 / 128 + 4 =
+  // 84 tiles with work a head.
+  TileListPlan const plan = plan_tile_list(varlen(4, 4096, 10240), 128, 1, 132);
+  EXPECT_TRUE(plan.used());
+  EXPECT_EQ(plan.entries, 84 * 16);
+  EXPECT_EQ(plan.bytes, (84 * 16 + 1) * 4 / 256 * 256 + 256);
+  EXPECT_EQ(plan.bytes % 256, 0);
+  // Never more entries than the launch has tiles (short sequences: the
+  // per-sequence round-up dominates).
+  EXPECT_EQ(plan_tile_list(varlen(100, 200, 100 * 150), 128, 1, 132).entries, 2 * 100 * 16);
+  // Split chunks: a sequence of at most 64 rows has up to max_splits units.
+  EXPECT_EQ(plan_tile_list(varlen(8, 4096, 4096 + 7 * 10), 64, 16, 132).entries,
+            std::min<int64_t>(64 * 8, (4096 + 70 + 63) / 64 + 8 * 16) * 16);
+}
+
+TEST(TileListPlan, UniformShortOrOversizedCallsRunWithoutOne) {
+  // Every sequence at the bound: no empty unit (and such a batch runs as a
+  // dense one or in pairs as it is).
+  EXPECT_FALSE(plan_tile_list(varlen(4, 4096, 4 * 4096), 128, 1, 132).used());
+  // One wave: 2 x 16 x 4 = 128 launch tiles on 132 CTAs.
+  EXPECT_FALSE(plan_tile_list(varlen(4, 256, 700), 128, 1, 132).used());
+  EXPECT_TRUE(plan_tile_list(varlen(5, 256, 700), 128, 1, 132).used());
+  // One sequence, too many for the builder, or not varlen.
+  EXPECT_FALSE(plan_tile_list(varlen(1, 4096, 4000), 128, 1, 132).used());
+  EXPECT_FALSE(plan_tile_list(varlen(kTileListMaxSeqs + 1, 4096, 4000 * kTileListMaxSeqs), 128, 1, 132).used());
+  EXPECT_TRUE(plan_tile_list(varlen(kTileListMaxSeqs, 4096, 4000 * kTileListMaxSeqs), 128, 1, 132).used());
+  Problem cache = varlen(4, 4096, 10240);
+  cache.varlen_q = cache.varlen_k = false, cache.kv_cache = true;
+  EXPECT_FALSE(plan_tile_list(cache, 128, 1, 132).used());
+}
+
+}  // namespace
+}  // namespace fctest
