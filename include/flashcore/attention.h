@@ -118,14 +118,16 @@ struct AttentionArgs {
   // CTAs (partials here, then a combine kernel) or, when the batch alone
   // fills the GPU, inside one CTA: the same bits. Where a sequence splits
   // depends only on its own lengths, so its result never depends on its
-  // batch. Serving calls (varlen, KV cache) need attention_workspace_size()
-  // bytes here (16-byte aligned) when it is not 0; without them they are an
-  // error, never a silent slow path. Plain calls (head dims 64 and 128) use
+  // batch. Serving calls (varlen, KV cache) that split across CTAs need the
+  // partials' bytes here (16-byte aligned; attention_workspace_size() gives
+  // all the call can use); without them they are an error, never a silent
+  // slow path. Plain calls (head dims 64 and 128) use
   // the workspace when given one and otherwise merge their chunks in one
   // CTA (the same bits, less parallel at small batches).
   // config.num_splits = 1 turns splitting off.
-  // Varlen calls of mixed query lengths also keep a list of the tiles that
-  // have work here, which balances the GPU's load better: with fewer bytes
+  // Varlen calls of mixed lengths and KV-cache prefill (more than 64 query
+  // rows) also keep a list of the tiles that have work here, costliest
+  // sequence first, which balances the GPU's load better: with fewer bytes
   // than attention_workspace_size() (but enough for any split) they run
   // without it, with the same bits.
   void* workspace = nullptr;

@@ -304,6 +304,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   // With a tile list (tile_list_plan.h) pairs are consecutive entries, so
   // they need no even unit count, and sequences of mixed query lengths pair
   // too: the list holds no empty unit (the other pairs' problem, above).
+  // KV-cache prefill keeps its pairs, now costliest sequence first.
   bool const listed = Traits::kServing && plan.tile_list != nullptr;
   int64_t const even_units = units + (units & 1);
   params.paired_tiles =

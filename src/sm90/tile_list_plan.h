@@ -1,6 +1,7 @@
-// Real-tile lists for variable-length calls of mixed query lengths: which
-// calls take one and how much workspace it needs (host side; the list is
-// built on the device by tile_list.cu and read by tile_scheduler.h).
+// Real-tile lists for serving calls whose sequences differ in length
+// (varlen calls of mixed lengths, KV-cache prefill): which calls take one
+// and how much workspace it needs (host side; the list is built on the
+// device by tile_list.cu and read by tile_scheduler.h).
 //
 // Why: a serving launch has max_seqlen_q / block_m units per (head, batch),
 // the longest sequence's query blocks, so a shorter sequence leaves empty
@@ -17,7 +18,14 @@
 // sequence's own blocks (seq_info.h pair_blocks), dealt in rounds that
 // alternate direction (tile_decode.h listed_tile_at): the same simulation
 // gives 1.044x at 16 heads (1.12x at 8, 1.03x at 32) and 1.03x for the
-// 4096 + 8192 pair. Which CTA computes a tile never changes its bits.
+// 4096 + 8192 pair. KV-cache prefill has no empty unit but the same
+// problem at a sequence's grain: its pairs are consecutive tiles, so a band
+// of CTAs draws the longest cache's pairs (512-token chunks over random
+// caches up to 16k at 8-16 heads: 1.2-1.6x the mean work; 1.04-1.17x with
+// the list). Measured, same-run A/Bs on an H200
+// (bench/results/2026-11-30c-h200/, bits identical): varlen 1.04-1.46x on
+// 21 of 22 mixed-length batches, KV-cache prefill 1.04-1.31x on 5 of 6,
+// the others level. Which CTA computes a tile never changes its bits.
 //
 // The lengths are in device memory and the host never reads them (no copy,
 // no synchronization: graph capture holds), so the list is built by a
@@ -57,23 +65,31 @@ inline bool tile_list_allowed() {
 // The list a call runs with, for a serving tile of block_m rows whose
 // launch has max_splits split chunks at most a sequence (1: no split; a
 // call that runs its chunks in one CTA passes 1) and `slots` CTAs at once.
-// Only varlen calls whose sequences may differ in query length (uniform ones
-// have no empty unit and pair as they are), of few enough sequences for the
-// builder, and of more launch tiles than one wave. The entries bound the
-// real tiles: a sequence of L rows has at most ceil(L / block_m) <= L /
-// block_m + 1 query blocks, or max_splits chunks, so a head has at most
-// ceil(total_q / block_m) + num_seqs * max_splits tiles (and never more
-// than the launch's units * num_seqs). Bad metadata whose lengths add up to
-// more only loses the tiles past the bound (wrong results, no access out of
-// bounds: seq_info.h).
+// Only serving calls whose sequences' costs may differ: varlen calls whose
+// query lengths may differ (empty units), KV-cache calls (chunked prefill:
+// the same query rows against caches of different lengths, whose pairs of
+// one sequence the round robin gives to a band of CTAs) and varlen calls
+// whose key lengths may differ; of few enough sequences for the builder and
+// more launch tiles than one wave. KV-cache calls that may split their keys
+// (decode) keep their own schedules (split_policy.h, chunk_fold.h). The
+// entries bound the real tiles: a sequence of L rows has at most
+// ceil(L / block_m) <= L / block_m + 1 query blocks, or max_splits chunks,
+// so a head has at most ceil(rows / block_m) + num_seqs * max_splits tiles
+// for the call's rows (and never more than the launch's units * num_seqs).
+// Bad metadata whose lengths add up to more only loses the tiles past the
+// bound (wrong results, no access out of bounds: seq_info.h).
 inline TileListPlan plan_tile_list(const Problem& p, int block_m, int64_t max_splits, int slots) {
   TileListPlan plan;
-  if (!p.varlen_q || p.batch < 2 || p.batch > kTileListMaxSeqs || !tile_list_allowed()) return plan;
-  if (fewest_rows_per_sequence(p) == rows_per_sequence(p)) return plan;
+  if (p.batch < 2 || p.batch > kTileListMaxSeqs || !tile_list_allowed()) return plan;
+  bool const rows_vary = p.varlen_q && fewest_rows_per_sequence(p) != rows_per_sequence(p);
+  bool const keys_vary = p.kv_cache || (p.varlen_k && p.total_k != p.batch * p.seqlen_k);
+  if (!rows_vary && !keys_vary) return plan;
+  if (!p.varlen_q && may_split_keys(p)) return plan;
   int64_t const splits = std::max<int64_t>(1, max_splits);
   int64_t const units = std::max(ceil_div(p.seqlen_q, block_m), splits);
   if (units * p.heads_q * p.batch <= slots) return plan;
-  int64_t const per_head = std::min(units * p.batch, ceil_div(p.total_q, block_m) + p.batch * splits);
+  int64_t const rows = p.varlen_q ? p.total_q : p.batch * p.seqlen_q;
+  int64_t const per_head = std::min(units * p.batch, ceil_div(rows, block_m) + p.batch * splits);
   int64_t const entries = per_head * p.heads_q;
   if (entries + 1 >= (int64_t(1) << 31)) return plan;
   plan.entries = entries;

@@ -33,7 +33,7 @@
 // two of pairs are dealt tile by tile from a host-built plan (tail_plan.h).
 //
 // Serving calls with a tile list (tile_list_plan.h: varlen calls of mixed
-// query lengths) deal list entries instead: only the tiles with work,
+// lengths, KV-cache prefill) deal list entries instead: only the tiles with work,
 // costliest sequence first, in rounds of alternating direction
 // (tile_decode.h listed_tile_at); an entry holds the launch tile it stands
 // for, decoded as above, and the count of entries ends the walk.

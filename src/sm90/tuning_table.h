@@ -56,8 +56,9 @@ inline bool costs_vary_by_tile(const Problem& p) { return !p.has_per_seq_lengths
 // units of every (head, batch), the shorter ones' empty pairs sit at the
 // same places in each, and the CTAs that draw those places run short, as a
 // simulation of the static deal shows), so those keep block order round
-// robin. FLASHCORE_SERVING_PAIRS=0 turns it off (the A/B baseline;
-// serving_pairs_allowed below).
+// robin unless they run with a tile list (tile_list_plan.h: no empty units,
+// pairs of consecutive entries; flash_fwd_launch.h). FLASHCORE_SERVING_PAIRS=0
+// turns pairs off (the A/B baseline; serving_pairs_allowed below).
 inline bool serving_pairs_allowed();
 inline bool serving_costs_vary_by_tile(const Problem& p) {
   bool const uniform_rows = fewest_rows_per_sequence(p) == rows_per_sequence(p);

@@ -1,7 +1,7 @@
 // Which calls run with a tile list (src/sm90/tile_list_plan.h) and how many
 // entries it holds: pure host arithmetic, so it runs on every machine; the
-// GPU test TileListsKeepEverySequencesBits checks the bits and that dispatch
-// took one.
+// GPU tests TileListsKeepEverySequencesBits and CausalServingCallsPairBlocks-
+// WithinEachSequence check the bits and that dispatch took one.
 #include <gtest/gtest.h>
 
 #include "common/problem.h"
@@ -50,9 +50,26 @@ TEST(TileListPlan, UniformShortOrOversizedCallsRunWithoutOne) {
   EXPECT_FALSE(plan_tile_list(varlen(1, 4096, 4000), 128, 1, 132).used());
   EXPECT_FALSE(plan_tile_list(varlen(kTileListMaxSeqs + 1, 4096, 4000 * kTileListMaxSeqs), 128, 1, 132).used());
   EXPECT_TRUE(plan_tile_list(varlen(kTileListMaxSeqs, 4096, 4000 * kTileListMaxSeqs), 128, 1, 132).used());
-  Problem cache = varlen(4, 4096, 10240);
-  cache.varlen_q = cache.varlen_k = false, cache.kv_cache = true;
-  EXPECT_FALSE(plan_tile_list(cache, 128, 1, 132).used());
+}
+
+TEST(TileListPlan, KvCachePrefillAndVarlenKeysTakeOneDecodeDoesNot) {
+  // Chunked prefill: 8 sequences of 512 new rows over caches of up to 8192
+  // keys (lengths on the device): 4 units a (head, sequence), all real.
+  Problem cache = varlen(8, 512, 0);
+  cache.varlen_q = cache.varlen_k = false, cache.kv_cache = true, cache.seqlen_k = 8192;
+  TileListPlan const plan = plan_tile_list(cache, 128, 1, 132);
+  EXPECT_TRUE(plan.used());
+  EXPECT_EQ(plan.entries, 4 * 8 * 16);
+  // Decode (one row a sequence, which may split its keys) keeps its schedule.
+  Problem decode = cache;
+  decode.seqlen_q = 1;
+  EXPECT_FALSE(plan_tile_list(decode, 64, 16, 132).used());
+  // Varlen: the same query lengths, key lengths that may differ.
+  Problem keys = varlen(8, 1024, 8 * 1024);
+  keys.seqlen_k = 4096, keys.total_k = 8 * 4096 - 1;
+  EXPECT_TRUE(plan_tile_list(keys, 128, 1, 132).used());
+  keys.total_k = 8 * 4096;  // every sequence at the bound: a dense batch
+  EXPECT_FALSE(plan_tile_list(keys, 128, 1, 132).used());
 }
 
 }  // namespace

@@ -285,38 +285,43 @@ TEST(Sm90Serving, CausalServingCallsPairBlocksWithinEachSequence) {
                   Shape{DType::kBFloat16, 8, 8, 256, true}, Shape{DType::kFloat16, 16, 8, 128, true, 300}}) {
     SCOPED_TRACE("d " + std::to_string(s.d) + " window " + std::to_string(s.window_left));
     uint64_t const before = flashcore::sm90::serving_pair_launches();
+    // Every call here but the last takes a tile list (tile_list_plan.h:
+    // key or query lengths that differ), whose pairs are consecutive entries.
+    uint64_t const lists = flashcore::sm90::tile_list_launches();
     std::vector<Seq> same = make_batch(s, {{1100, 1100}, {1100, 1500}, {1100, 3000}, {1100, 1100}, {1100, 2222}}, rng);
     // Split-KV as dispatch decides: no sequence of the batch can have 64 rows
     // or fewer, so it plans no chunks (split_calls.h may_split_keys), whose
     // count (up to 12 at 3000 keys) would exceed the 9 query blocks.
     std::vector<Result> got = run_varlen(s, same, kSplitDefault);
     EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 1) << "varlen tiles not dealt in pairs";
+    EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 1) << "varlen key lengths that differ without a list";
     for (size_t b = 0; b < same.size(); ++b) expect_bitwise(got[b], run_plain(s, same[b]), "varlen", int(b));
     // 6 blocks of 128 rows (an even count: no empty unit), 4 sequences: more
     // tiles than SMs at 8 heads too.
     std::vector<Seq> chunks = make_batch(s, {{700, 3000}, {700, 800}, {700, 701}, {700, 1500}}, rng);
     std::vector<Result> cached = run_kvcache(s, chunks, 0, 0, rng, kNoSplit);
     EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 2) << "KV-cache tiles not dealt in pairs";
+    EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 2) << "KV-cache prefill without a list";
     for (size_t b = 0; b < chunks.size(); ++b) expect_bitwise(cached[b], run_plain(s, chunks[b]), "cache", int(b));
-    // Mixed query lengths pair through a tile list (tile_list_plan.h: no
-    // empty units); a call without one (no workspace for it) keeps round robin.
+    // Mixed query lengths pair through a tile list too (no empty units); a
+    // call without one (no workspace for it) keeps round robin.
     std::vector<Seq> mixed =
         make_batch(s, {{1000, 1000}, {129, 129}, {2049, 2049}, {1, 1}, {700, 1500}, {384, 384}, {63, 63}}, rng);
-    uint64_t const lists = flashcore::sm90::tile_list_launches();
     std::vector<Result> rr = run_varlen(s, mixed, kNoSplit);
-    EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 1) << "mixed query lengths without a tile list";
+    EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 3) << "mixed query lengths without a tile list";
     EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 3) << "listed mixed query lengths not paired";
     for (size_t b = 0; b < mixed.size(); ++b) expect_bitwise(rr[b], run_plain(s, mixed[b]), "mixed varlen", int(b));
     rr = run_varlen(s, mixed, kNoSplit, nullptr, /*workspace=*/false);
-    EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 1) << "a tile list without workspace";
+    EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 3) << "a tile list without workspace";
     EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 3) << "mixed query lengths paired without a list";
     for (size_t b = 0; b < mixed.size(); ++b) expect_bitwise(rr[b], run_plain(s, mixed[b]), "unlisted", int(b));
   }
 }
 
-// Varlen calls of mixed query lengths and more launch tiles than SMs run
-// with a tile list (tile_list_plan.h: only the tiles with work, costliest
-// sequence first): every sequence keeps the bits of its plain call. Head
+// Varlen calls of mixed query lengths and KV-cache prefill over caches of
+// different lengths, of more launch tiles than SMs, run with a tile list
+// (tile_list_plan.h: only the tiles with work, costliest sequence first):
+// every sequence keeps the bits of its plain call. Head
 // dims 64 (128- and 64-row serving tiles), 96, 128 and 256 (64-key blocks),
 // causal, unmasked, a sliding window with GQA; sequences without keys or
 // rows, longer in queries than in keys; and with split-KV as dispatch
@@ -337,19 +342,29 @@ TEST(Sm90Serving, TileListsKeepEverySequencesBits) {
     std::vector<Result> got = run_varlen(s, seqs, kNoSplit);
     EXPECT_EQ(flashcore::sm90::tile_list_launches(), before + 1) << "no tile list";
     for (size_t b = 0; b < seqs.size(); ++b) expect_bitwise(got[b], run_plain(s, seqs[b]), "listed", int(b));
+    // Chunked prefill over a KV cache: the same query rows, caches of
+    // different lengths, contiguous and paged, with an append.
+    std::vector<Seq> chunks = make_batch(s, {{600, 3000}, {600, 700}, {600, 5000}, {600, 1200}, {600, 600}}, rng);
+    for (int64_t page : {int64_t(0), int64_t(64)}) {
+      std::vector<Result> cached = run_kvcache(s, chunks, page, page ? 3 : 0, rng, kSplitDefault);
+      EXPECT_EQ(flashcore::sm90::tile_list_launches(), before + (page ? 3 : 2)) << "KV-cache prefill, page " << page;
+      for (size_t b = 0; b < chunks.size(); ++b) {
+        expect_bitwise(cached[b], run_plain(s, chunks[b]), page ? "listed paged cache" : "listed cache", int(b));
+      }
+    }
     if (s.d == 96) continue;  // (no split-KV at head dim 96)
     std::vector<Seq> with_short = seqs;
     for (auto [sq, sk] : {std::pair<int64_t, int64_t>{1, 3000}, {17, 5000}, {64, 64}}) {
       with_short.push_back(make_seq(s, sq, sk, rng));
     }
     got = run_varlen(s, with_short, kSplitDefault);
-    EXPECT_EQ(flashcore::sm90::tile_list_launches(), before + 2) << "no tile list beside split partials";
+    EXPECT_EQ(flashcore::sm90::tile_list_launches(), before + 4) << "no tile list beside split partials";
     for (size_t b = 0; b < with_short.size(); ++b) {
       Result const want = with_short[b].sq <= 64 ? run_varlen(s, {with_short[b]}, kSplitDefault)[0]
                                                  : run_plain(s, with_short[b]);
       expect_bitwise(got[b], want, "listed with splits", int(b));
     }
-    EXPECT_EQ(flashcore::sm90::tile_list_launches(), before + 2) << "a call of one sequence took a tile list";
+    EXPECT_EQ(flashcore::sm90::tile_list_launches(), before + 4) << "a call of one sequence took a tile list";
   }
 }
 

@@ -147,6 +147,16 @@ BASE += [
     for p in ("vu", "vr", "vq") for d, h in ((64, 32), (128, 16), (256, 8))
     for b, s in ((32, 1024), (16, 2048), (8, 4096), (4, 8192))
 ]
+BASE += [
+    # Chunked prefill over a KV cache (kp<C>*: causal, C new query tokens a
+    # sequence against its cached keys, which include the chunk: cache_seqlens
+    # a fixed draw from S/16 to S (_lengths "random", at least C); BHSD cache,
+    # no GQA). Timed alone: the cuDNN column repeats flashcore's time.
+    (f"kp{c}B{b}S{s}D{d}", "bf16", b, h, s, d, f"kp{c}", ())
+    for c in (512, 1024) for d, h in ((64, 32), (128, 16), (256, 8))
+    for b, s in ((8, 8192), (16, 8192), (8, 16384))
+]
+KVPREFILL = {"kp512": 512, "kp1024": 1024}
 # The variable-length entry: tag -> (causal, lengths: "same" S each, "ramp"
 # S*(j+1)/B for sequence j, "random" _lengths).
 VARLEN = {"vc": (True, "same"), "vn": (False, "same"), "vm": (True, "ramp"), "vu": (False, "ramp"),
@@ -230,6 +240,35 @@ def table(path):
         print(f"  {tag} differs: " + "; ".join(f"{fp}: {' '.join(sorted(set(v)))}" for fp, v in fps.items()))
 
 
+def _kv_prefill(tag, B, H, S, D, C, dtype, torch, F, flashcore, time_eager):
+    """One kp* row: flashcore's chunked prefill over a BHSD cache, checked
+    against SDPA on each sequence alone (bottom-right causal mask)."""
+    lens = [max(n, C) for n in _lengths("random", B, S)]
+    q = torch.randn(B, H, C, D, device="cuda", dtype=dtype)
+    kc = torch.randn(B, H, S, D, device="cuda", dtype=dtype)
+    vc = torch.randn(B, H, S, D, device="cuda", dtype=dtype)
+    cl = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    o = torch.empty(B, H, C, D, device="cuda", dtype=dtype)
+
+    def fc(i=0):
+        return flashcore.attention_with_kvcache(q, kc, vc, cl, causal=True, layout="bhsd", out=o, check=False)
+
+    got = fc().float()
+    bits = hashlib.sha1(got.cpu().numpy().tobytes()).hexdigest()[:12]
+    refs = []
+    for b, n in enumerate(lens):
+        allowed = torch.arange(n, device="cuda")[None, :] <= (n - C + torch.arange(C, device="cuda"))[:, None]
+        refs.append(F.scaled_dot_product_attention(q[b:b + 1], kc[b:b + 1, :, :n], vc[b:b + 1, :, :n],
+                                                   attn_mask=allowed))
+    ref = torch.cat(refs).float()
+    err = ((got - ref).norm() / ref.norm()).item()
+    if not err < 2e-2 and os.environ.get("NO_CHECK") != "1":
+        return f"{tag}:BAD{err:.1e}"
+    trials = int(os.environ.get("TRIALS", "200"))
+    a = time_eager(fc, 1, trials=trials, warmup=10).median
+    return f"{tag}:{a:.2f}/{a:.2f}=1.000#{bits}"
+
+
 def main():
     if sys.argv[1] == "--table":
         return table(sys.argv[2])
@@ -253,6 +292,9 @@ def main():
         if only and tag not in only:
             continue
         pad = torch.empty(pad_mib << 20, dtype=torch.uint8, device="cuda") if pad_mib else None
+        if causal in KVPREFILL:
+            out.append(_kv_prefill(tag, B, H, S, D, KVPREFILL[causal], dtypes[dt], torch, F, flashcore, time_eager))
+            continue
         decode = causal == "plain" or causal in CACHE or causal in PAGED
         if decode:  # one query a sequence, S keys, timed in graphs over enough sets to miss L2 (50 MB)
             hk = DECODE_KV_HEADS
