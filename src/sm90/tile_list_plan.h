@@ -8,8 +8,9 @@
 // units, and the static round robin (tile_scheduler.h) deals them at the
 // same places of every (head, batch): the CTAs that draw the empty places
 // run short, the ones that draw the long sequences' last blocks long. A
-// simulation of the deal with a tile's cost as its key blocks + 1.5 (random
-// lengths of 100-8192 tokens, 4-64 sequences, 40 draws) put the busiest CTA
+// simulation of the deal (tools/tile-deal-sim) with a tile's cost as its
+// key blocks + 1.5 (random lengths of 100-8192 tokens, 4-64 sequences, 40
+// draws a head count) put the busiest CTA
 // at 1.15x the mean work at 16 heads (1.33x at 8, 1.09x at 32), and 1.70x
 // for sequences of 4096 and 8192 tokens. The list holds only the tiles that
 // have work, whole sequences in order of cost (the costliest first: longest
@@ -20,9 +21,9 @@
 // gives 1.044x at 16 heads (1.12x at 8, 1.03x at 32) and 1.03x for the
 // 4096 + 8192 pair. KV-cache prefill has no empty unit but the same
 // problem at a sequence's grain: its pairs are consecutive tiles, so a band
-// of CTAs draws the longest cache's pairs (512-token chunks over random
-// caches up to 16k at 8-16 heads: 1.2-1.6x the mean work; 1.04-1.17x with
-// the list). Measured, same-run A/Bs on an H200
+// of CTAs draws the longest cache's pairs (8-16 chunks of 512 tokens over
+// random caches up to 16k at 8-32 heads: 1.22-1.63x the mean work;
+// 1.04-1.17x with the list). Measured, same-run A/Bs on an H200
 // (bench/results/2026-11-30c-h200/, bits identical): varlen 1.04-1.46x on
 // 21 of 22 mixed-length batches, KV-cache prefill 1.04-1.31x on 5 of 6,
 // the others level. Which CTA computes a tile never changes its bits.
