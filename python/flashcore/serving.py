@@ -94,9 +94,10 @@ def _torch_device_allocator(device_index: int):
 
 
 def _workspace_allocator(lib: str, like, stream: int | None = None):
-    """A callable nbytes -> uint8 array on `like`'s device for the split-KV
-    workspace (PyTorch's caching allocator makes it cheap and CUDA-graph
-    safe), or None where no call needs one (the CPU backend).
+    """A callable nbytes -> uint8 array on `like`'s device for the workspace
+    of split-KV partials and tile lists (PyTorch's caching allocator makes it
+    cheap and CUDA-graph safe), or None where no call needs one (the CPU
+    backend).
 
     With an explicit `stream` the block is allocated on that stream: the
     caching allocators hand a freed block out again only to work ordered

@@ -37,7 +37,8 @@ import torch
 from torch import Tensor
 
 from . import _C
-# The split-KV workspace, called only by calls that split across CTAs.
+# The workspace, asked for only by calls that split across CTAs or keep a
+# tile list (src/sm90/tile_list_plan.h).
 from .serving import _torch_device_allocator, _workspace_allocator
 
 __all__ = ["attention", "attention_out", "attention_into"]

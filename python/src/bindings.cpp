@@ -219,9 +219,10 @@ flashcore::AttentionArgs common_args(const InArray& q, const InArray& k, const I
   return args;
 }
 
-// The split-KV workspace (alloc_workspace None: none; a plain call then runs
-// its chunks in one CTA, the same bits), the optional metadata check, then
-// the call itself.
+// The workspace of split-KV partials and tile lists (alloc_workspace None:
+// none; a plain call then runs its chunks in one CTA, and a call that would
+// keep a tile list deals its launch's tiles: the same bits), the optional
+// metadata check, then the call itself.
 //
 // The workspace comes from the caller's array library (for PyTorch its
 // caching allocator: no cudaMalloc on the hot path, and the graph's pool

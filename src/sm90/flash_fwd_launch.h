@@ -301,9 +301,11 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
   // some sequence has more than one; an even number of units keeps every
   // pair in one sequence (one empty unit more where the count is odd).
   //
-  // With a tile list (tile_list_plan.h) pairs are consecutive entries, so
-  // they need no even unit count, and sequences of mixed query lengths pair
-  // too: the list holds no empty unit (the other pairs' problem, above).
+  // With a tile list (tile_list_plan.h) pairs are consecutive entries (with
+  // an odd unit count a pair may span two heads of a sequence, and the last
+  // pair of a sequence the next one's first unit: close to balanced, no
+  // empty unit needed), and sequences of mixed query lengths pair too: the
+  // list holds no empty unit (the other pairs' problem, above).
   // KV-cache prefill keeps its pairs, now costliest sequence first.
   bool const listed = Traits::kServing && plan.tile_list != nullptr;
   int64_t const even_units = units + (units & 1);
@@ -335,6 +337,7 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
       lp.num_units = params.num_units;
       lp.capacity = int32_t(plan.tile_list_entries);
       lp.list = plan.tile_list;
+      lp.trigger_dependents_early = pdl_trigger_early();
       Status const st = launch_tile_list(lp, Traits::kBlockM, Traits::kBlockN, stream);
       if (!st.ok()) return st;
       params.tile_list = plan.tile_list;

@@ -33,7 +33,7 @@ __global__ void __launch_bounds__(kThreads) tile_list_kernel(const TileListParam
   // one may launch now (its prologue overlaps), its own wait holds it until
   // the list is written (launch_attrs.h).
   pdl_wait_for_previous_kernel();
-  pdl_launch_dependents();
+  if (p.trigger_dependents_early) pdl_launch_dependents();
   int const tid = threadIdx.x, batch = p.batch;
   for (int b = tid; b < batch; b += kThreads) {
     SeqInfo const s = seq_info<true>(p.seq, b);

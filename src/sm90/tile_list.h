@@ -21,6 +21,9 @@ struct TileListParams {
   int32_t num_units = 0;  // the launch's units per (head, batch)
   int32_t capacity = 0;   // entries the list holds (tile_list_plan.h)
   int32_t* list = nullptr;  // [0]: the count; [1 + i]: entry i
+  // PDL (launch_attrs.h): let the attention kernel launch as soon as this
+  // one runs; otherwise at its exit (FLASHCORE_PDL=2).
+  bool trigger_dependents_early = false;
 };
 
 // Launches the builder for a serving tile of block_m x block_n (the tiles

@@ -15,8 +15,11 @@
 // for sequences of 4096 and 8192 tokens. The list holds only the tiles that
 // have work, whole sequences in order of cost (the costliest first: longest
 // processing time first), each sequence's (head, unit) tiles together as
-// before (K/V reuse in L2), causal units still in cost-balanced pairs of a
-// sequence's own blocks (seq_info.h pair_blocks), dealt in rounds that
+// before (K/V reuse in L2), causal units still in the order n-1, 0, n-2, 1,
+// ... of a sequence's own blocks (seq_info.h pair_blocks) and dealt two
+// consecutive entries a CTA, so a pair costs about n+1 key blocks (with an
+// odd n pairs straddle heads and their costs spread: 4, 5 and 3 key blocks
+// for n = 3 rather than 4 each), in rounds that
 // alternate direction (tile_decode.h listed_tile_at): the same simulation
 // gives 1.044x at 16 heads (1.12x at 8, 1.03x at 32) and 1.03x for the
 // 4096 + 8192 pair. KV-cache prefill has no empty unit but the same
@@ -71,8 +74,9 @@ inline bool tile_list_allowed() {
 // the same query rows against caches of different lengths, whose pairs of
 // one sequence the round robin gives to a band of CTAs) and varlen calls
 // whose key lengths may differ; of few enough sequences for the builder and
-// more launch tiles than one wave. KV-cache calls that may split their keys
-// (decode) keep their own schedules (split_policy.h, chunk_fold.h). The
+// more launch tiles than one wave. Calls whose every sequence may split its
+// keys (decode: at most 64 query rows a sequence) keep their own schedules
+// (split_policy.h, chunk_fold.h), as timed on their own shapes. The
 // entries bound the real tiles: a sequence of L rows has at most
 // ceil(L / block_m) <= L / block_m + 1 query blocks, or max_splits chunks,
 // so a head has at most ceil(rows / block_m) + num_seqs * max_splits tiles
@@ -85,7 +89,7 @@ inline TileListPlan plan_tile_list(const Problem& p, int block_m, int64_t max_sp
   bool const rows_vary = p.varlen_q && fewest_rows_per_sequence(p) != rows_per_sequence(p);
   bool const keys_vary = p.kv_cache || (p.varlen_k && p.total_k != p.batch * p.seqlen_k);
   if (!rows_vary && !keys_vary) return plan;
-  if (!p.varlen_q && may_split_keys(p)) return plan;
+  if (rows_per_sequence(p) <= kSplitMaxRows) return plan;
   int64_t const splits = std::max<int64_t>(1, max_splits);
   int64_t const units = std::max(ceil_div(p.seqlen_q, block_m), splits);
   if (units * p.heads_q * p.batch <= slots) return plan;

@@ -64,6 +64,12 @@ TEST(TileListPlan, KvCachePrefillAndVarlenKeysTakeOneDecodeDoesNot) {
   Problem decode = cache;
   decode.seqlen_q = 1;
   EXPECT_FALSE(plan_tile_list(decode, 64, 16, 132).used());
+  // So does varlen decode: every sequence of at most 64 query rows.
+  Problem varlen_decode = varlen(64, 64, 64 * 30);
+  varlen_decode.seqlen_k = 4096, varlen_decode.total_k = 64 * 3000;
+  EXPECT_FALSE(plan_tile_list(varlen_decode, 64, 16, 132).used());
+  varlen_decode.seqlen_q = 65, varlen_decode.total_q = 64 * 30 + 1;  // one sequence may have 65
+  EXPECT_TRUE(plan_tile_list(varlen_decode, 64, 16, 132).used());
   // Varlen: the same query lengths, key lengths that may differ.
   Problem keys = varlen(8, 1024, 8 * 1024);
   keys.seqlen_k = 4096, keys.total_k = 8 * 4096 - 1;

@@ -53,6 +53,25 @@ struct Workspace {
   ~Workspace() { cudaFree(ptr); }
 };
 
+// A workspace allocator (what the Python bindings pass) that counts its calls.
+struct CountingAlloc {
+  int calls = 0;
+  int64_t bytes = 0;
+  bool fail = false;
+  void* ptr = nullptr;
+  static void* alloc(void* self, int64_t bytes) {
+    auto* c = static_cast<CountingAlloc*>(self);
+    ++c->calls;
+    c->bytes = bytes;
+    if (c->fail) return nullptr;
+    cudaFree(c->ptr);
+    c->ptr = nullptr;
+    return cudaMalloc(&c->ptr, size_t(bytes)) == cudaSuccess ? c->ptr : nullptr;
+  }
+  ~CountingAlloc() { cudaFree(ptr); }
+};
+
+
 // One sequence: q (1, Hq, Sq, D), k/v (1, Hkv, Sk, D), host copies.
 struct Seq {
   std::shared_ptr<HostTensor> q, k, v;  // shared: a sequence may sit in several batches
@@ -87,15 +106,19 @@ struct Result {
 
 // One call (plain or serving): workspace, poisoned outputs, the call, the results.
 // `kernel`: that compiled kernel instead of dispatch's (an unsplit call).
+// `alloc`: no workspace attached, attention_forward asks it for one.
 void run_call(AttentionArgs& a, int num_splits, DeviceTensor& dout, DeviceTensor& dlse, std::vector<double>& o,
-              std::vector<double>& l, bool workspace = true, const flashcore::sm90::KernelEntry* kernel = nullptr) {
+              std::vector<double>& l, bool workspace = true, const flashcore::sm90::KernelEntry* kernel = nullptr,
+              CountingAlloc* alloc = nullptr) {
   a.config.num_splits = num_splits;
   Workspace ws;
-  if (workspace) ws.attach(a);
+  if (workspace && alloc == nullptr) ws.attach(a);
   dout.poison();
   dlse.poison();
   flashcore::Problem p;
-  flashcore::Status st = kernel == nullptr ? flashcore::attention_forward(a) : flashcore::validate(a, &p);
+  flashcore::Status st = kernel != nullptr  ? flashcore::validate(a, &p)
+                         : alloc != nullptr ? flashcore::attention_forward(a, nullptr, &CountingAlloc::alloc, alloc)
+                                            : flashcore::attention_forward(a);
   if (st.ok() && kernel != nullptr) st = flashcore::sm90::launch_plain(*kernel, a, p, nullptr);
   EXPECT_TRUE(st.ok()) << st.message();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -154,7 +177,8 @@ void expect_bitwise(const Result& got, const Result& want, const char* what, int
 // workspace = false: none (a call that then needs one for its split is an
 // error; one that would hold a tile list runs without it).
 std::vector<Result> run_varlen(const Shape& s, const std::vector<Seq>& seqs, int num_splits = kSplitDefault,
-                               const flashcore::sm90::KernelEntry* kernel = nullptr, bool workspace = true) {
+                               const flashcore::sm90::KernelEntry* kernel = nullptr, bool workspace = true,
+                               CountingAlloc* alloc = nullptr) {
   int64_t total_q = 0, total_k = 0, max_q = 0, max_k = 0;
   std::vector<int32_t> cu_q{0}, cu_k{0};
   for (const Seq& x : seqs) {
@@ -182,7 +206,7 @@ std::vector<Result> run_varlen(const Shape& s, const std::vector<Seq>& seqs, int
   a.cu_seqlens_q = dcq.ptr, a.cu_seqlens_k = dck.ptr;
   a.num_seqs = int64_t(seqs.size()), a.max_seqlen_q = max_q, a.max_seqlen_k = max_k;
   std::vector<double> o, l;
-  run_call(a, num_splits, dout, dlse, o, l, workspace, kernel);
+  run_call(a, num_splits, dout, dlse, o, l, workspace, kernel, alloc);
   std::vector<Result> r;
   for (size_t b = 0; b < seqs.size(); ++b) r.push_back(slice_rows(o, l, s.hq, total_q, s.d, cu_q[b], seqs[b].sq));
   return r;
@@ -271,13 +295,17 @@ TEST(Sm90Serving, VarlenMatchesPlainCallsBitwise) {
   }
 }
 
-// Causal serving calls of more tiles than SMs whose sequences all have the
-// same query length deal each sequence's query blocks in pairs from its own
-// length (tile_scheduler.h, seq_info.h tile_work pair_blocks; tuning_table.h
-// serving_costs_vary_by_tile): varlen with an odd block count (9) and mixed
-// key lengths, a sliding window, and chunked prefill over a KV cache (an
-// even count, 6). Query lengths that differ keep round robin. Every sequence keeps the bits of its
-// plain call either way.
+// Causal serving calls of more tiles than SMs deal each sequence's query
+// blocks in pairs from its own length (tile_scheduler.h, seq_info.h
+// tile_work pair_blocks): varlen with an odd block count (9) and mixed key
+// lengths, a sliding window, chunked prefill over a KV cache (an even
+// count, 6), and query lengths that differ. With a workspace all of them
+// take a tile list (tile_list_plan.h), whose pairs are consecutive
+// entries; without one, the same query lengths pair in the launch's own
+// units (tuning_table.h serving_costs_vary_by_tile: an even unit count,
+// one empty unit a head when the count is odd) and query lengths that
+// differ keep round robin. Every sequence keeps the bits of its plain call
+// either way.
 TEST(Sm90Serving, CausalServingCallsPairBlocksWithinEachSequence) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed() + 7);
@@ -296,11 +324,17 @@ TEST(Sm90Serving, CausalServingCallsPairBlocksWithinEachSequence) {
     EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 1) << "varlen tiles not dealt in pairs";
     EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 1) << "varlen key lengths that differ without a list";
     for (size_t b = 0; b < same.size(); ++b) expect_bitwise(got[b], run_plain(s, same[b]), "varlen", int(b));
+    // The launch's own pairs (no workspace for a list): 9 blocks, one empty
+    // unit a head.
+    got = run_varlen(s, same, kSplitDefault, nullptr, /*workspace=*/false);
+    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 2) << "unlisted varlen tiles not dealt in pairs";
+    EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 1) << "a tile list without workspace";
+    for (size_t b = 0; b < same.size(); ++b) expect_bitwise(got[b], run_plain(s, same[b]), "unlisted varlen", int(b));
     // 6 blocks of 128 rows (an even count: no empty unit), 4 sequences: more
     // tiles than SMs at 8 heads too.
     std::vector<Seq> chunks = make_batch(s, {{700, 3000}, {700, 800}, {700, 701}, {700, 1500}}, rng);
     std::vector<Result> cached = run_kvcache(s, chunks, 0, 0, rng, kNoSplit);
-    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 2) << "KV-cache tiles not dealt in pairs";
+    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 3) << "KV-cache tiles not dealt in pairs";
     EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 2) << "KV-cache prefill without a list";
     for (size_t b = 0; b < chunks.size(); ++b) expect_bitwise(cached[b], run_plain(s, chunks[b]), "cache", int(b));
     // Mixed query lengths pair through a tile list too (no empty units); a
@@ -309,11 +343,11 @@ TEST(Sm90Serving, CausalServingCallsPairBlocksWithinEachSequence) {
         make_batch(s, {{1000, 1000}, {129, 129}, {2049, 2049}, {1, 1}, {700, 1500}, {384, 384}, {63, 63}}, rng);
     std::vector<Result> rr = run_varlen(s, mixed, kNoSplit);
     EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 3) << "mixed query lengths without a tile list";
-    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 3) << "listed mixed query lengths not paired";
+    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 4) << "listed mixed query lengths not paired";
     for (size_t b = 0; b < mixed.size(); ++b) expect_bitwise(rr[b], run_plain(s, mixed[b]), "mixed varlen", int(b));
     rr = run_varlen(s, mixed, kNoSplit, nullptr, /*workspace=*/false);
     EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 3) << "a tile list without workspace";
-    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 3) << "mixed query lengths paired without a list";
+    EXPECT_EQ(flashcore::sm90::serving_pair_launches(), before + 4) << "mixed query lengths paired without a list";
     for (size_t b = 0; b < mixed.size(); ++b) expect_bitwise(rr[b], run_plain(s, mixed[b]), "unlisted", int(b));
   }
 }
@@ -592,26 +626,8 @@ TEST(Sm90Serving, SplitKvInOneCtaMatchesAcrossCtasBitwise) {
 
 // attention_forward with a workspace allocator (what the Python bindings
 // use): asked once, for attention_workspace_size's bytes, only by a call that
-// splits across CTAs (or keeps a tile list: TileListsKeepEverySequencesBits);
-// the same bits as a call given that workspace; a null allocation is a clear
-// error.
-struct CountingAlloc {
-  int calls = 0;
-  int64_t bytes = 0;
-  bool fail = false;
-  void* ptr = nullptr;
-  static void* alloc(void* self, int64_t bytes) {
-    auto* c = static_cast<CountingAlloc*>(self);
-    ++c->calls;
-    c->bytes = bytes;
-    if (c->fail) return nullptr;
-    cudaFree(c->ptr);
-    c->ptr = nullptr;
-    return cudaMalloc(&c->ptr, size_t(bytes)) == cudaSuccess ? c->ptr : nullptr;
-  }
-  ~CountingAlloc() { cudaFree(ptr); }
-};
-
+// splits across CTAs or keeps a tile list (tile_list_plan.h); the same bits
+// as a call given that workspace; a null allocation is a clear error.
 TEST(Sm90Serving, WorkspaceAllocatorIsAskedOnlyWhenNeeded) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(data_seed() + 9);
@@ -648,6 +664,17 @@ TEST(Sm90Serving, WorkspaceAllocatorIsAskedOnlyWhenNeeded) {
       for (double x : o.to_vector()) ASSERT_TRUE(std::isnan(x)) << "written after a failed allocation";
     }
   }
+  // A varlen batch of mixed lengths: its tile list's workspace (beside any
+  // split partials' bytes) from the allocator, once.
+  Shape const m{DType::kBFloat16, 16, 4, 128, true};
+  std::vector<Seq> seqs = make_batch(m, {{900, 900}, {200, 200}, {1500, 1500}, {700, 700}}, rng);
+  uint64_t const lists = flashcore::sm90::tile_list_launches();
+  CountingAlloc alloc;
+  std::vector<Result> got = run_varlen(m, seqs, kSplitDefault, nullptr, /*workspace=*/false, &alloc);
+  EXPECT_EQ(alloc.calls, 1);
+  EXPECT_GT(alloc.bytes, 0);
+  EXPECT_EQ(flashcore::sm90::tile_list_launches(), lists + 1) << "no tile list in the allocated workspace";
+  for (size_t b = 0; b < seqs.size(); ++b) expect_bitwise(got[b], run_plain(m, seqs[b]), "allocated list", int(b));
 }
 
 // Head dim 256's serving kernel is its 64-key tile: a serving call asked for
@@ -721,8 +748,8 @@ TEST(Sm90Serving, SanitizerSubset) {
   std::vector<Result> paged256 = run_kvcache(s256, dec256, 16, 2, rng);  // the second one splits
   for (size_t b = 0; b < dec256.size(); ++b) expect_matches_float64(s256, dec256[b], paged256[b]);
   // Causal varlen of equal query lengths and more tiles than SMs: each
-  // sequence's blocks dealt in pairs (3 blocks of 128 rows, one empty unit a
-  // head), mixed key lengths.
+  // sequence's blocks dealt in pairs (3 blocks of 128 rows), mixed key
+  // lengths: through a tile list (consecutive entries; the builder below).
   Shape const pairs{DType::kFloat16, 16, 16, 64, true};
   uint64_t const before = flashcore::sm90::serving_pair_launches();
   std::vector<Seq> same = make_batch(pairs, {{300, 300}, {300, 301}, {300, 900}, {300, 300}, {300, 555}, {300, 300}}, rng);
