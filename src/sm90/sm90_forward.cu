@@ -104,12 +104,10 @@ TileListPlan list_for(const Problem& p, const TileChoice& tile, const SplitPlan&
 // The workspace: the split partials, then the tile list.
 int64_t workspace_bytes(const SplitPlan& split, const TileListPlan& list) { return split.bytes + list.bytes; }
 
-}  // namespace
-
-namespace {
 // The call dispatch runs: a varlen call that is a dense batch as that batch
 // (dense_varlen.h), any other as it is.
 bool runs_dense(const Problem& p) { return varlen_is_dense_batch(p) && dense_varlen_allowed(); }
+
 }  // namespace
 
 int64_t workspace_size(const Problem& p) {

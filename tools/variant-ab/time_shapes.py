@@ -19,6 +19,7 @@ configuration is not compiled in the variant prints n/a.
 """
 import hashlib
 import os
+import random
 import statistics
 import sys
 
@@ -170,7 +171,6 @@ def _lengths(kind, B, S):
         return [S] * B
     if kind == "ramp":
         return [S * (j + 1) // B for j in range(B)]
-    import random
     rng = random.Random(B * 100003 + S)
     return [rng.randint(max(1, S // 16), S) for _ in range(B)]
 # The cache entry over a contiguous cache: tag -> (layout, num_splits).
@@ -240,6 +240,18 @@ def table(path):
         print(f"  {tag} differs: " + "; ".join(f"{fp}: {' '.join(sorted(set(v)))}" for fp, v in fps.items()))
 
 
+def _fingerprint(got):
+    """The output's bits, which table() compares across variants."""
+    return hashlib.sha1(got.cpu().numpy().tobytes()).hexdigest()[:12]
+
+
+def _bad(tag, got, ref):
+    """The row's BAD cell when flashcore's output is off the reference (and
+    NO_CHECK=1 is not set), else None."""
+    err = ((got - ref).norm() / ref.norm()).item()
+    return f"{tag}:BAD{err:.1e}" if not err < 2e-2 and os.environ.get("NO_CHECK") != "1" else None
+
+
 def _kv_prefill(tag, B, H, S, D, C, dtype, torch, F, flashcore, time_eager):
     """One kp* row: flashcore's chunked prefill over a BHSD cache, checked
     against SDPA on each sequence alone (bottom-right causal mask)."""
@@ -254,19 +266,17 @@ def _kv_prefill(tag, B, H, S, D, C, dtype, torch, F, flashcore, time_eager):
         return flashcore.attention_with_kvcache(q, kc, vc, cl, causal=True, layout="bhsd", out=o, check=False)
 
     got = fc().float()
-    bits = hashlib.sha1(got.cpu().numpy().tobytes()).hexdigest()[:12]
     refs = []
     for b, n in enumerate(lens):
         allowed = torch.arange(n, device="cuda")[None, :] <= (n - C + torch.arange(C, device="cuda"))[:, None]
         refs.append(F.scaled_dot_product_attention(q[b:b + 1], kc[b:b + 1, :, :n], vc[b:b + 1, :, :n],
                                                    attn_mask=allowed))
-    ref = torch.cat(refs).float()
-    err = ((got - ref).norm() / ref.norm()).item()
-    if not err < 2e-2 and os.environ.get("NO_CHECK") != "1":
-        return f"{tag}:BAD{err:.1e}"
+    bad = _bad(tag, got, torch.cat(refs).float())
+    if bad:
+        return bad
     trials = int(os.environ.get("TRIALS", "200"))
     a = time_eager(fc, 1, trials=trials, warmup=10).median
-    return f"{tag}:{a:.2f}/{a:.2f}=1.000#{bits}"
+    return f"{tag}:{a:.2f}/{a:.2f}=1.000#{_fingerprint(got)}"
 
 
 def main():
@@ -363,7 +373,7 @@ def main():
             continue
         # Every variant so far changes scheduling, not arithmetic: the output
         # bits must match across variants (table() compares the fingerprints).
-        bits = hashlib.sha1(got.cpu().numpy().tobytes()).hexdigest()[:12]
+        bits = _fingerprint(got)
         if causal in VARLEN and not VARLEN[causal][0] and VARLEN[causal][1] != "same":
             # Unmasked mixed lengths: in the padded batch a sequence would
             # also see the padding's keys, so each sequence alone.
@@ -372,9 +382,9 @@ def main():
         else:
             ref = cudnn(0)
             ref = (packed(ref) if causal in VARLEN else ref).float()
-        err = ((got - ref).norm() / ref.norm()).item()
-        if not err < 2e-2 and os.environ.get("NO_CHECK") != "1":
-            out.append(f"{tag}:BAD{err:.1e}")
+        bad = _bad(tag, got, ref)
+        if bad:
+            out.append(bad)
             continue
         if small:
             a, b = (time_graph(f, sets, replays=60, calls_per_graph=20).median for f in (fc, cudnn))
