@@ -21,6 +21,7 @@
 #include "sm90/splitkv_plan.h"
 #include "sm90/tail_plan.h"
 #include "sm90/tile_list.h"
+#include "sm90/tile_list_plan.h"
 #include "sm90/tuning_table.h"
 
 namespace flashcore::sm90 {
@@ -338,9 +339,17 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
       lp.capacity = int32_t(plan.tile_list_entries);
       lp.list = plan.tile_list;
       lp.trigger_dependents_early = pdl_trigger_early();
+      lp.paired = params.paired_tiles;
+      if (plan.tile_list_tail != nullptr && grid <= plan.tile_list_tail_ctas) {  // (the plan's grid: always)
+        lp.tail = plan.tile_list_tail;
+        lp.tail_rounds = plan.tile_list_tail_rounds;
+        lp.grid = grid;
+        lp.tail_min_excess = tile_list_tail_min_excess();
+      }
       Status const st = launch_tile_list(lp, Traits::kBlockM, Traits::kBlockN, stream);
       if (!st.ok()) return st;
       params.tile_list = plan.tile_list;
+      params.tile_tail = lp.tail;
     }
   }
   PdlLaunch launch(dim3(unsigned(grid)), dim3(Traits::kNumThreads), size_t(smem), stream, Traits::kClusterM);

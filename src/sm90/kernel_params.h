@@ -80,6 +80,10 @@ struct KernelParams {
   // that no other member moves.
   struct NoTileList {};
   std::conditional_t<Traits::kServing, const int32_t*, NoTileList> tile_list{};
+  // And its tail (tile_list.h TileListParams::tail; nullptr: none): [0] the
+  // k from which a CTA's tiles come from it, [1] its rows, [2 + q * grid + b]
+  // CTA b's q-th tail tile as a list position.
+  std::conditional_t<Traits::kServing, const int32_t*, NoTileList> tile_tail{};
 };
 
 // A (rows, dim, heads, batch) view for the TMA of Q or O: varlen queries

@@ -111,6 +111,10 @@ struct LaunchPlan {
   // split partials: tile_list_entries entries and their count; nullptr: none.
   int32_t* tile_list = nullptr;
   int64_t tile_list_entries = 0;
+  // Its tail (tile_list.h TileListParams::tail) after the entries:
+  // tile_list_tail_rounds rounds for up to tile_list_tail_ctas CTAs; nullptr: none.
+  int32_t* tile_list_tail = nullptr;
+  int32_t tile_list_tail_rounds = 0, tile_list_tail_ctas = 0;
 };
 
 }  // namespace flashcore::sm90

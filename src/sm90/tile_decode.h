@@ -78,6 +78,9 @@ CUTE_HOST_DEVICE int paired_block(int u, int n) { return (u & 1) ? (u >> 1) : n 
 // draws the next round's cheapest. Grows with k (>= the entry count once the
 // CTA is done, as tile_scheduler.h expects); over all CTAs a permutation of
 // the entries (tests/cpp/test_tile_decode.cpp).
+// No tile from a tile list's tail (tile_list.h): past every list entry.
+constexpr int32_t kTileListNoTail = 0x7fffffff;
+
 CUTE_HOST_DEVICE int listed_tile_at(int k, int b, int g, bool paired) {
   int const r = paired ? k >> 1 : k;
   int const slot = r * g + ((r & 1) ? g - 1 - b : b);

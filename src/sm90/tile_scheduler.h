@@ -36,7 +36,10 @@
 // lengths, KV-cache prefill) deal list entries instead: only the tiles with work,
 // costliest sequence first, in rounds of alternating direction
 // (tile_decode.h listed_tile_at); an entry holds the launch tile it stands
-// for, decoded as above, and the count of entries ends the walk.
+// for, decoded as above, and the count of entries ends the walk. Where the
+// builder dealt the list's last rounds tile by tile (its tail:
+// tile_list_plan.h), a CTA's tiles from the tail's first k on are list
+// positions from its table.
 //
 // The assignment depends only on the shape, never on timing or data; a tile's
 // result does not depend on which CTA computes it: results are bitwise
@@ -63,7 +66,20 @@ struct StaticTileScheduler {
     // paired tiles: left out of their (24-register) producer.
     int g = gridDim.x, b = blockIdx.x;
     if constexpr (Params::kServing) {
-      if (params.tile_list != nullptr) return listed_tile_at(k, b, g, params.paired_tiles);
+      if (params.tile_list != nullptr) {
+        // (Read at every tile rather than once a role: held in registers
+        // through the role's loop they took head dim 128's 64-row serving
+        // kernels from 231 to 255 registers; the tail is off by default.)
+        if (params.tile_tail != nullptr) {
+          int const first_k = load_index(params.tile_tail);
+          if (k >= first_k) {
+            int const q = k - first_k;
+            return q < load_index(params.tile_tail + 1) ? load_index(params.tile_tail + 2 + q * g + b)
+                                                        : kTileListNoTail;
+          }
+        }
+        return listed_tile_at(k, b, g, params.paired_tiles);
+      }
     }
     if (Params::kClusterM > 1 || !params.paired_tiles) return k * g + b;
     if constexpr (Params::kTailPlan) return paired_tile_at(k, b, g, params.tail, params.num_tiles);

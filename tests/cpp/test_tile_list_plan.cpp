@@ -4,6 +4,8 @@
 // WithinEachSequence check the bits and that dispatch took one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/problem.h"
 #include "sm90/tile_list_plan.h"
 
@@ -26,11 +28,30 @@ TEST(TileListPlan, MixedQueryLengthsOfMoreThanOneWaveTakeAList) {
   // 4 sequences of up to 4096 rows, 10240 packed: 32 units of 128 rows a
   // (head, batch), 2048 launch tiles on 132 CTAs; at most 10240 / 128 + 4 =
   // 84 tiles with work a head.
-  TileListPlan const plan = plan_tile_list(varlen(4, 4096, 10240), 128, 1, 132);
+  TileListPlan const plan = plan_tile_list(varlen(4, 4096, 10240), 128, 1, 132, 0);
   EXPECT_TRUE(plan.used());
   EXPECT_EQ(plan.entries, 84 * 16);
-  EXPECT_EQ(plan.bytes, (84 * 16 + 1) * 4 / 256 * 256 + 256);
-  EXPECT_EQ(plan.bytes % 256, 0);
+  // The count and the entries, rounded to 256 bytes.
+  int64_t const list_bytes = (84 * 16 + 1) * 4 / 256 * 256 + 256;
+  EXPECT_EQ(plan.bytes, list_bytes);
+  EXPECT_EQ(plan.tail_rounds, 0);
+  // With a tail (FLASHCORE_TILE_LIST_TAIL rounds): then its first k and
+  // rows, and two rows of 132 positions a round, rounded to 256 bytes.
+  for (int rounds = 1; rounds <= kTileListTailMaxRounds + 1; ++rounds) {
+    TileListPlan const tail = plan_tile_list(varlen(4, 4096, 10240), 128, 1, 132, rounds);
+    int const r = std::min(rounds, kTileListTailMaxRounds);
+    EXPECT_EQ(tail.entries, plan.entries);
+    EXPECT_EQ(tail.tail_rounds, r);
+    EXPECT_EQ(tail.tail_ctas, 132);
+    EXPECT_EQ(tail.tail_offset, list_bytes / 4);
+    EXPECT_EQ(tail.bytes, list_bytes + ((2 + 2 * r * 132) * 4 + 255) / 256 * 256);
+    EXPECT_EQ(tail.bytes % 256, 0);
+  }
+  // A grid wider than the builder's sort serves keeps the list, no tail.
+  TileListPlan const wide = plan_tile_list(varlen(4, 4096, 10240), 128, 1, kTileListTailMaxCtas + 1, 3);
+  EXPECT_TRUE(wide.used());
+  EXPECT_EQ(wide.tail_rounds, 0);
+  EXPECT_EQ(wide.bytes, list_bytes);
   // Never more entries than the launch has tiles (short sequences: the
   // per-sequence round-up dominates).
   EXPECT_EQ(plan_tile_list(varlen(100, 200, 100 * 150), 128, 1, 132).entries, 2 * 100 * 16);

@@ -20,6 +20,8 @@
 #include "gpu_case.h"
 #include "api/validation.h"
 #include "sm90/kernel_registry.h"
+#include "sm90/tile_list.h"
+#include "sm90/tile_list_plan.h"
 
 namespace fctest {
 namespace {
@@ -399,6 +401,93 @@ TEST(Sm90Serving, TileListsKeepEverySequencesBits) {
       expect_bitwise(got[b], want, "listed with splits", int(b));
     }
     EXPECT_EQ(flashcore::sm90::tile_list_launches(), before + 4) << "a call of one sequence took a tile list";
+  }
+}
+
+// The builder's tail (src/sm90/tile_list.cu, tile_list_plan.h): every CTA
+// walks its tiles as the attention kernel's scheduler does (tile_scheduler.h),
+// and every list entry is dealt exactly once, with and without pairs; a
+// batch whose round robin leaves some CTAs more work (ramps of 16 causal
+// sequences at head dim 256's 128 x 64 tile and 8 heads: 1.17x the mean
+// work in tools/tile-deal-sim) gets a tail with the gate at 1/64, and the
+// same one every call. (The tail is off in dispatch unless
+// FLASHCORE_TILE_LIST_TAIL is set; scripts/gpu-check runs the serving bits
+// with it on.)
+TEST(Sm90Serving, TileListTailDealsEveryEntryOnce) {
+  SKIP_WITHOUT_GPU();
+  using flashcore::sm90::kTileListNoTail;
+  int constexpr kGrid = 132, kRounds = flashcore::sm90::kTileListTailMaxRounds, kHeads = 8;
+  struct Case {
+    bool causal;
+    std::vector<int32_t> lengths;
+    bool engages;
+  };
+  std::vector<int32_t> ramp, mixed;
+  for (int j = 0; j < 16; ++j) ramp.push_back(1024 * (j + 1) / 16);
+  for (int j = 0; j < 24; ++j) mixed.push_back(100 + (j * 977) % 3000);
+  for (const Case& c : {Case{true, ramp, true}, Case{false, mixed, false}, Case{true, mixed, false}}) {
+    SCOPED_TRACE(std::string(c.causal ? "causal" : "unmasked") + ", " + std::to_string(c.lengths.size()) + " seqs");
+    int const batch = int(c.lengths.size());
+    std::vector<int32_t> cu(1, 0);
+    for (int32_t l : c.lengths) cu.push_back(cu.back() + l);
+    int32_t const longest = *std::max_element(c.lengths.begin(), c.lengths.end());
+    int const units = (longest + 127) / 128, capacity = units * batch * kHeads;
+    int64_t const tail_ints = flashcore::sm90::tile_list_tail_ints(kRounds, kGrid);
+    int32_t *d_cu = nullptr, *d_buf = nullptr;
+    FC_CUDA_OK(cudaMalloc(&d_cu, cu.size() * 4));
+    FC_CUDA_OK(cudaMalloc(&d_buf, (1 + capacity + tail_ints) * 4));
+    FC_CUDA_OK(cudaMemcpy(d_cu, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
+    flashcore::sm90::TileListParams lp;
+    lp.seq.seqlen_q = lp.seq.seqlen_k = longest;
+    lp.seq.window_left = 1 << 30;
+    lp.seq.window_right = c.causal ? 0 : 1 << 30;
+    lp.seq.cu_seqlens_q = lp.seq.cu_seqlens_k = d_cu;
+    lp.seq.total_q = lp.seq.total_k = cu.back();
+    lp.seq.num_m_blocks = units;
+    lp.batch = batch;
+    lp.heads = kHeads;
+    lp.num_units = units;
+    lp.capacity = capacity;
+    lp.list = d_buf;
+    lp.paired = c.causal;
+    lp.tail = d_buf + 1 + capacity;
+    lp.tail_rounds = kRounds;
+    lp.grid = kGrid;
+    lp.tail_min_excess = 1;  // deal wherever the greedy finishes earlier
+    std::vector<int32_t> first, again(size_t(1 + capacity + tail_ints));
+    for (std::vector<int32_t>* out : {&first, &again}) {
+      FC_CUDA_OK(cudaMemset(d_buf, 0xFF, (1 + capacity + tail_ints) * 4));
+      ASSERT_TRUE(flashcore::sm90::launch_tile_list(lp, 128, 64, nullptr).ok());
+      FC_CUDA_OK(cudaDeviceSynchronize());
+      out->resize(size_t(1 + capacity + tail_ints));
+      FC_CUDA_OK(cudaMemcpy(out->data(), d_buf, out->size() * 4, cudaMemcpyDeviceToHost));
+    }
+    cudaFree(d_cu);
+    cudaFree(d_buf);
+    int const count = first[0];
+    int expected = 0;
+    for (int32_t l : c.lengths) expected += (l + 127) / 128 * kHeads;
+    ASSERT_EQ(count, expected);
+    int32_t const* tail = first.data() + 1 + capacity;
+    int const first_k = tail[0], rows = first_k == kTileListNoTail ? 0 : tail[1];
+    if (c.engages) EXPECT_NE(first_k, kTileListNoTail) << "no tail";
+    // The same list, and where there is one the same tail, every call.
+    EXPECT_TRUE(std::equal(first.begin(), first.begin() + 1 + count, again.begin()));
+    EXPECT_EQ(again[1 + capacity], first_k);
+    if (first_k != kTileListNoTail) {
+      EXPECT_TRUE(std::equal(tail, tail + 2 + rows * kGrid, again.data() + 1 + capacity));
+    }
+    std::vector<int> dealt(size_t(count), 0);
+    for (int b = 0; b < kGrid; ++b) {
+      for (int k = 0;; ++k) {
+        int t = flashcore::sm90::listed_tile_at(k, b, kGrid, c.causal);
+        if (k >= first_k) t = k - first_k < rows ? tail[2 + (k - first_k) * kGrid + b] : kTileListNoTail;
+        if (t >= count) break;
+        ASSERT_GE(t, 0);
+        ++dealt[size_t(t)];
+      }
+    }
+    EXPECT_EQ(std::count(dealt.begin(), dealt.end(), 1), count) << "entries dealt other than once";
   }
 }
 

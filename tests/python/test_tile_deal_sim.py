@@ -24,7 +24,7 @@ def test_every_deal_hands_out_all_the_work(sim):
     heads = 16
     work = sum(sim.cost(k) for x in seqs for k in x) * heads
     for paired in (False, True):
-        for w in (sim.tile_list(seqs, heads, paired), sim.tile_list(seqs, heads, paired, flip=True),
+        for w in (sim.tile_list(seqs, heads, paired), sim.tile_list(seqs, heads, paired, flip=False),
                   sim.greedy_tail(seqs, heads, paired)):
             assert len(w) == sim.CTAS
             assert sum(w) == pytest.approx(work)
@@ -43,11 +43,11 @@ def test_the_quoted_figures(sim):
     seqs = [sim.causal_blocks(n) for n in sim.lengths("ramp", 2, 8192)]
     mean = sum(sim.cost(k) for x in seqs for k in x) * 16 / sim.CTAS
     assert round(max(sim.round_robin(seqs, 16)) / mean, 2) == 1.70
-    assert round(max(sim.tile_list(seqs, 16, True)) / mean, 2) == 1.03
+    assert round(max(sim.tile_list(seqs, 16, True, flip=False)) / mean, 2) == 1.03
     assert max(sim.ideal(seqs, 16)) <= max(sim.greedy_tail(seqs, 16, True)) <= max(sim.tile_list(seqs, 16, True))
     # docs/kernels.md: the flipped list on time_shapes.py's vrB8S4096D128
-    # batch, 1.149x the mean work with the list, 1.019x flipped.
+    # batch, 1.149x the mean work unflipped, 1.019x with the landed (flipped) list.
     seqs = [sim.causal_blocks(n) for n in sim.lengths("random", 8, 4096)]
     mean = sum(sim.cost(k) for x in seqs for k in x) * 16 / sim.CTAS
-    assert round(max(sim.tile_list(seqs, 16, True)) / mean, 3) == 1.149
-    assert round(max(sim.tile_list(seqs, 16, True, flip=True)) / mean, 3) == 1.019
+    assert round(max(sim.tile_list(seqs, 16, True, flip=False)) / mean, 3) == 1.149
+    assert round(max(sim.tile_list(seqs, 16, True)) / mean, 3) == 1.019
