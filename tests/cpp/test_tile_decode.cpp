@@ -128,7 +128,9 @@ TEST(TileDecode, ServingPairsPermuteEachSequencesBlocks) {
       int const m = paired_block(u, n);
       ASSERT_TRUE(m >= 0 && m < n) << "n " << n << " u " << u;
       seen.insert(m);
-      if (u % 2 == 1) EXPECT_EQ(paired_block(u - 1, n) + 1 + m + 1, n + 1) << "n " << n << " pair " << u / 2;
+      if (u % 2 == 1) {
+        EXPECT_EQ(paired_block(u - 1, n) + 1 + m + 1, n + 1) << "n " << n << " pair " << u / 2;
+      }
     }
     EXPECT_EQ(int(seen.size()), n) << "n " << n;
   }
@@ -156,7 +158,9 @@ TEST(TileDecode, TileListDealIsAPermutationInRoundsOfAlternatingDirection) {
             if (t >= count) break;
             ASSERT_EQ(owner[t], -1) << "entry " << t << " dealt twice";
             owner[t] = b;
-            if (paired && (t & 1)) EXPECT_EQ(owner[t - 1], b) << "pair " << t / 2 << " split over two CTAs";
+            if (paired && (t & 1)) {
+              EXPECT_EQ(owner[t - 1], b) << "pair " << t / 2 << " split over two CTAs";
+            }
           }
         }
         for (int t = 0; t < count; ++t) ASSERT_NE(owner[t], -1) << "entry " << t << " of " << count << " never dealt";
