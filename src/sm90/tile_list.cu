@@ -235,7 +235,12 @@ __global__ void __launch_bounds__(kThreads) tile_list_kernel(const TileListParam
     }
   }
   if (tid == 0) p.list[0] = count;
-  if (!tail_on) return;
+  if (!tail_on) {
+    // A tail the launch asked for but this call cannot deal: none, so that
+    // the attention kernel never reads its table.
+    if (tid == 0 && p.tail != nullptr) p.tail[0] = kTileListNoTail;
+    return;
+  }
   __syncthreads();
   if (warp == 0) {
     u64 end = 0, sum = 0;
