@@ -21,7 +21,6 @@
 #include "sm90/splitkv_plan.h"
 #include "sm90/tail_plan.h"
 #include "sm90/tile_list.h"
-#include "sm90/tile_list_plan.h"
 #include "sm90/tuning_table.h"
 
 namespace flashcore::sm90 {
@@ -336,15 +335,15 @@ Status launch_flash_fwd(const AttentionArgs& args, const Problem& p, const Launc
       lp.batch = params.batch;
       lp.heads = params.heads_q;
       lp.num_units = params.num_units;
-      lp.capacity = int32_t(plan.tile_list_entries);
+      lp.capacity = int32_t(plan.list.entries);
       lp.list = plan.tile_list;
       lp.trigger_dependents_early = pdl_trigger_early();
       lp.paired = params.paired_tiles;
-      if (plan.tile_list_tail != nullptr && grid <= plan.tile_list_tail_ctas) {  // (the plan's grid: always)
-        lp.tail = plan.tile_list_tail;
-        lp.tail_rounds = plan.tile_list_tail_rounds;
+      if (plan.list.tail_rounds > 0 && grid <= plan.list.tail_ctas) {  // (the table's width: always)
+        lp.tail = plan.tile_list + plan.list.tail_offset;
+        lp.tail_rounds = plan.list.tail_rounds;
         lp.grid = grid;
-        lp.tail_min_excess = tile_list_tail_min_excess();
+        lp.tail_min_excess = plan.list.tail_min_excess;
       }
       Status const st = launch_tile_list(lp, Traits::kBlockM, Traits::kBlockN, stream);
       if (!st.ok()) return st;

@@ -264,12 +264,7 @@ Status forward(const AttentionArgs& args, const Problem& p, cudaStream_t stream,
     plan.workspace = workspace;
     if (list.used()) {  // after the partials (256-byte multiples)
       plan.tile_list = reinterpret_cast<int32_t*>(static_cast<char*>(workspace) + plan.split.bytes);
-      plan.tile_list_entries = list.entries;
-      if (list.tail_rounds > 0) {
-        plan.tile_list_tail = plan.tile_list + list.tail_offset;
-        plan.tile_list_tail_rounds = list.tail_rounds;
-        plan.tile_list_tail_ctas = list.tail_ctas;
-      }
+      plan.list = list;
     }
   }
   if (p.seqlen_new > 0) {

@@ -12,6 +12,7 @@
 #include "sm90/seq_info.h"
 #include "sm90/split_calls.h"
 #include "sm90/split_policy.h"
+#include "sm90/tile_list_plan.h"
 
 namespace flashcore::sm90 {
 
@@ -107,14 +108,10 @@ inline void row_strides(const TensorView& t, const Problem& p, int64_t (&s)[3]) 
 struct LaunchPlan {
   SplitPlan split;
   void* workspace = nullptr;  // split.bytes of it when split.split_keys > 0
-  // The call's tile list (tile_list_plan.h) in the workspace after the
-  // split partials: tile_list_entries entries and their count; nullptr: none.
+  // The call's tile list in the workspace after the split partials
+  // (nullptr: none), as `list` plans it: its count and entries, then its tail.
   int32_t* tile_list = nullptr;
-  int64_t tile_list_entries = 0;
-  // Its tail (tile_list.h TileListParams::tail) after the entries:
-  // tile_list_tail_rounds rounds for up to tile_list_tail_ctas CTAs; nullptr: none.
-  int32_t* tile_list_tail = nullptr;
-  int32_t tile_list_tail_rounds = 0, tile_list_tail_ctas = 0;
+  TileListPlan list;
 };
 
 }  // namespace flashcore::sm90

@@ -71,6 +71,9 @@ CUTE_HOST_DEVICE TileCoord decode_tile(int tile, bool paired_tiles, int num_unit
 // permutation of the n blocks (tests/cpp/test_tile_decode.cpp).
 CUTE_HOST_DEVICE int paired_block(int u, int n) { return (u & 1) ? (u >> 1) : n - 1 - (u >> 1); }
 
+// No tile from a tile list's tail (tile_list.h): past every list entry.
+constexpr int32_t kTileListNoTail = 0x7fffffff;
+
 // The k-th tile of CTA b of g over a tile list (tile_list_plan.h), whose
 // entries come costliest sequence first: round r deals g tiles (g pairs of
 // consecutive entries when paired), CTA b taking slot b of even rounds and
@@ -78,9 +81,6 @@ CUTE_HOST_DEVICE int paired_block(int u, int n) { return (u & 1) ? (u >> 1) : n 
 // draws the next round's cheapest. Grows with k (>= the entry count once the
 // CTA is done, as tile_scheduler.h expects); over all CTAs a permutation of
 // the entries (tests/cpp/test_tile_decode.cpp).
-// No tile from a tile list's tail (tile_list.h): past every list entry.
-constexpr int32_t kTileListNoTail = 0x7fffffff;
-
 CUTE_HOST_DEVICE int listed_tile_at(int k, int b, int g, bool paired) {
   int const r = paired ? k >> 1 : k;
   int const slot = r * g + ((r & 1) ? g - 1 - b : b);

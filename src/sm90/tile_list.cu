@@ -14,7 +14,8 @@
 //      a tile's overhead, in half blocks) added to the CTA the round robin
 //      deals it to, and the tail's entries sorted costliest first (a bitonic
 //      sort, one entry a thread); where the round robin would leave the
-//      busiest CTA more than 1/64 over the mean, the tail's rounds dealt
+//      busiest CTA more than tail_min_excess / 64 over the mean, the tail's
+//      rounds dealt
 //      tile by tile, each round's costliest tile to the least-loaded CTA,
 //      kept where that finishes earlier.
 // Every step is a count, a sort or an integer sum: the same list and tail

@@ -42,7 +42,6 @@ struct TileListParams {
   int32_t tail_min_excess = 12;
 };
 
-
 // Launches the builder for a serving tile of block_m x block_n (the tiles
 // serving kernels have: 64 x 128, 128 x 128, 128 x 64) on `stream`, as a
 // programmatic dependent of the kernel before it.

@@ -49,10 +49,10 @@
 // pays where the imbalance is large: KV-cache prefill of 8 x 512 rows over
 // caches of up to 16k keys at head dim 256 703.5 -> 477.6 us, random causal
 // batches at head dim 256 (4 x up to 8k) 263.8 -> 245.9; but with the gate
-// at 1.19x the other 10 shapes ran 1-2% slower (about 3 us a call: the
-// builder's per-entry costs and the kernel's reads of the tail, not
-// measured apart), and with the gate at 1.016x, where it deals on smaller
-// imbalances, 4-15% slower though the simulation put them 1-9% faster.
+// at 1.19x the other 10 shapes ran 1-2% slower (2.5-6 us a call: the
+// builder's accounting, call6-*, not the kernel's reads of the tail), and
+// with the gate at 1.016x, where it deals on smaller imbalances, 4-15%
+// slower though the simulation put them 1-9% faster.
 //
 // The lengths are in device memory and the host never reads them (no copy,
 // no synchronization: graph capture holds), so the list is built by a
@@ -87,8 +87,9 @@ struct TileListPlan {
   int64_t bytes = 0;    // workspace: the count and the entries, rounded to 256 bytes, then the tail
   // The tail (tile_list.h TileListParams::tail): rounds re-dealt (0: none),
   // for a grid of up to tail_ctas CTAs, at int32 offset tail_offset from
-  // the list.
-  int32_t tail_rounds = 0, tail_ctas = 0;
+  // the list, dealt where the round robin leaves the busiest CTA more than
+  // tail_min_excess / 64 over the mean.
+  int32_t tail_rounds = 0, tail_ctas = 0, tail_min_excess = 0;
   int64_t tail_offset = 0;
 
   bool used() const { return entries > 0; }
@@ -160,6 +161,7 @@ inline TileListPlan plan_tile_list(const Problem& p, int block_m, int64_t max_sp
   if (rounds > 0 && slots <= kTileListTailMaxCtas) {
     plan.tail_rounds = rounds;
     plan.tail_ctas = slots;
+    plan.tail_min_excess = tile_list_tail_min_excess();
     plan.tail_offset = plan.bytes / 4;
     plan.bytes += (tile_list_tail_ints(rounds, slots) * 4 + 255) / 256 * 256;
   }

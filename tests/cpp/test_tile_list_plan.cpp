@@ -43,6 +43,7 @@ TEST(TileListPlan, MixedQueryLengthsOfMoreThanOneWaveTakeAList) {
     EXPECT_EQ(tail.entries, plan.entries);
     EXPECT_EQ(tail.tail_rounds, r);
     EXPECT_EQ(tail.tail_ctas, 132);
+    EXPECT_EQ(tail.tail_min_excess, tile_list_tail_min_excess());
     EXPECT_EQ(tail.tail_offset, list_bytes / 4);
     EXPECT_EQ(tail.bytes, list_bytes + ((2 + 2 * r * 132) * 4 + 255) / 256 * 256);
     EXPECT_EQ(tail.bytes % 256, 0);

@@ -73,7 +73,6 @@ struct CountingAlloc {
   ~CountingAlloc() { cudaFree(ptr); }
 };
 
-
 // One sequence: q (1, Hq, Sq, D), k/v (1, Hkv, Sk, D), host copies.
 struct Seq {
   std::shared_ptr<HostTensor> q, k, v;  // shared: a sequence may sit in several batches
@@ -433,37 +432,32 @@ TEST(Sm90Serving, TileListTailDealsEveryEntryOnce) {
     int32_t const longest = *std::max_element(c.lengths.begin(), c.lengths.end());
     int const units = (longest + 127) / 128, capacity = units * batch * kHeads;
     int64_t const tail_ints = flashcore::sm90::tile_list_tail_ints(kRounds, kGrid);
-    int32_t *d_cu = nullptr, *d_buf = nullptr;
-    FC_CUDA_OK(cudaMalloc(&d_cu, cu.size() * 4));
-    FC_CUDA_OK(cudaMalloc(&d_buf, (1 + capacity + tail_ints) * 4));
-    FC_CUDA_OK(cudaMemcpy(d_cu, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
+    DeviceInts const d_cu(cu), d_buf(std::vector<int32_t>(size_t(1 + capacity + tail_ints), -1));
     flashcore::sm90::TileListParams lp;
     lp.seq.seqlen_q = lp.seq.seqlen_k = longest;
     lp.seq.window_left = 1 << 30;
     lp.seq.window_right = c.causal ? 0 : 1 << 30;
-    lp.seq.cu_seqlens_q = lp.seq.cu_seqlens_k = d_cu;
+    lp.seq.cu_seqlens_q = lp.seq.cu_seqlens_k = d_cu.ptr;
     lp.seq.total_q = lp.seq.total_k = cu.back();
     lp.seq.num_m_blocks = units;
     lp.batch = batch;
     lp.heads = kHeads;
     lp.num_units = units;
     lp.capacity = capacity;
-    lp.list = d_buf;
+    lp.list = d_buf.ptr;
     lp.paired = c.causal;
-    lp.tail = d_buf + 1 + capacity;
+    lp.tail = d_buf.ptr + 1 + capacity;
     lp.tail_rounds = kRounds;
     lp.grid = kGrid;
     lp.tail_min_excess = 1;  // deal wherever the greedy finishes earlier
     std::vector<int32_t> first, again(size_t(1 + capacity + tail_ints));
     for (std::vector<int32_t>* out : {&first, &again}) {
-      FC_CUDA_OK(cudaMemset(d_buf, 0xFF, (1 + capacity + tail_ints) * 4));
+      FC_CUDA_OK(cudaMemset(d_buf.ptr, 0xFF, (1 + capacity + tail_ints) * 4));
       ASSERT_TRUE(flashcore::sm90::launch_tile_list(lp, 128, 64, nullptr).ok());
       FC_CUDA_OK(cudaDeviceSynchronize());
       out->resize(size_t(1 + capacity + tail_ints));
-      FC_CUDA_OK(cudaMemcpy(out->data(), d_buf, out->size() * 4, cudaMemcpyDeviceToHost));
+      FC_CUDA_OK(cudaMemcpy(out->data(), d_buf.ptr, out->size() * 4, cudaMemcpyDeviceToHost));
     }
-    cudaFree(d_cu);
-    cudaFree(d_buf);
     int const count = first[0];
     int expected = 0;
     for (int32_t l : c.lengths) expected += (l + 127) / 128 * kHeads;
